@@ -1,0 +1,76 @@
+package vllm
+
+import "github.com/widetp/widetp/report"
+
+// This file is the contract between the model and the node program (simnode): the model turns a
+// node's `vllm serve` lines into a tree of ProcessPlans; simnode executes each plan for real (OS
+// processes, TCP rendezvous, ZMQ lookup sockets, store registration) and reports what happened;
+// Predict executes the same plans on paper. Both sides read the same plan, so a prediction and an
+// observation can only differ where the real world differs from the paper one.
+
+// Stage is the point in a process's start-up where something happens, in vLLM's order.
+type Stage string
+
+const (
+	// StageConfig: argument parsing and config validation (create_engine_config, ParallelConfig
+	// __post_init__, run_headless checks), before any child is started.
+	StageConfig Stage = "config"
+	// StageEngineInit: run_engine_core, before the executor starts the workers.
+	StageEngineInit Stage = "engine-init"
+	// StageConnectorInit: a worker's KV connector init, after its torch rendezvous
+	// (init_worker_distributed_environment precedes ensure_kv_transfer_initialized in vLLM's worker).
+	StageConnectorInit Stage = "connector-init"
+)
+
+// Crash is a Python exception the process raises at a stage.
+type Crash struct {
+	Stage Stage `json:"stage"`
+	// Error is the Python-style text: "AssertionError", "ValueError: ...", "ZeroDivisionError: ...".
+	Error string `json:"error"`
+}
+
+// RendezvousPlan is one barrier the process joins: a TCP rendezvous served by rank 0 at Address.
+type RendezvousPlan struct {
+	// Kind is "workers" (torch rendezvous of one replica's workers) or "dp" (the DP group of engine
+	// cores, or the handshake with the front end's coordinator).
+	Kind string `json:"kind"`
+	// Address is host:port; the member with Rank 0 listens there, the others connect to it.
+	Address   string `json:"address"`
+	WorldSize int    `json:"world_size"`
+	Rank      int    `json:"rank"`
+}
+
+// ProcessPlan is everything one simulated process is and does.
+type ProcessPlan struct {
+	// Identity is the process's record as the model derives it, before anything ran: PID 0, Exit nil,
+	// Lookup nil, Segment "" (a real run fills them in). Identity.ID is unique within the deployment.
+	Identity report.Process `json:"identity"`
+	// Crash, if set, is the exception the process raises; it then exits non-zero without doing the
+	// steps that follow that stage.
+	Crash *Crash `json:"crash,omitempty"`
+	// Rendezvous are joined in order, after StageEngineInit and before StageConnectorInit.
+	Rendezvous []RendezvousPlan `json:"rendezvous,omitempty"`
+	// BindsLookup: after connector init, bind the REP lookup server at Identity.LookupPath.
+	BindsLookup bool `json:"binds_lookup,omitempty"`
+	// ConnectsLookup: once the host serves, connect a REQ client at Identity.LookupPath and look up.
+	ConnectsLookup bool `json:"connects_lookup,omitempty"`
+	// RegistersSegment: after connector init, set up a Mooncake store client and register a segment.
+	RegistersSegment bool `json:"registers_segment,omitempty"`
+	// SegmentHost is the local_hostname the store client registers under (a port is drawn from
+	// 12300–14300 when it carries none).
+	SegmentHost string `json:"segment_host,omitempty"`
+	// ChildFailure is the exception this process raises when one of its children exits with an
+	// error (vLLM: the engine fails to start); "" means a child's failure does not end this process.
+	ChildFailure string `json:"child_failure,omitempty"`
+	// Children are started by this process after its StageConfig checks pass.
+	Children []*ProcessPlan `json:"children,omitempty"`
+}
+
+// NodePlan is every process tree one host starts, one tree per `vllm serve` line, in command order.
+// simnode starts the commands of a host in that order, each after the previous one has bound its
+// lookup servers, and lets the clients look up only once the whole host is up, so that the last
+// binder of a path is the one that answers (libzmq's takeover), deterministically.
+type NodePlan struct {
+	Host     string         `json:"host"`
+	Commands []*ProcessPlan `json:"commands"`
+}
