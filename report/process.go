@@ -74,6 +74,8 @@ type Process struct {
 	BindSeq int `json:"bind_seq,omitempty"`
 	// Lookup is the result of this client's lookup request.
 	Lookup *Lookup `json:"lookup,omitempty"`
+	// Served lists the nonces of the lookup requests this server answered (see Lookup.Nonce).
+	Served []string `json:"served,omitempty"`
 
 	// EngineID is the KV transfer engine_id this process holds ("" when there is no KV connector).
 	EngineID string `json:"engine_id,omitempty"`
@@ -89,6 +91,9 @@ type Process struct {
 
 // Lookup is what an engine core's lookup client saw.
 type Lookup struct {
+	// Nonce is carried in the request's block-hash blob; the server that answers records it in its
+	// Served list, which is how a silent ipc takeover becomes visible (ResolveLookups).
+	Nonce string `json:"nonce,omitempty"`
 	// ServedBy is the ID of the lookup server process that answered ("" if none did).
 	ServedBy string `json:"served_by,omitempty"`
 	// Error is set when no answer came within the bound ("timeout after 2s") or the reply was bad.
