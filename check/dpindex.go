@@ -1,0 +1,113 @@
+package check
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/widetp/widetp/report"
+)
+
+// dpIndexMismatch reports every process whose Mooncake DP engine index differs from its replica's
+// global DP index. The Mooncake store connector derives its lookup path from that index on both
+// ends (mooncake_store_worker.py, get_zmq_rpc_path_lookup), so one replica's processes must agree;
+// before vLLM#48061 the helper returned data_parallel_rank_local under external/hybrid LB, which
+// is 0 on every head. Processes without an index (no connector, or crashed computing it) have
+// nothing to compare; their crash is process-crashed's.
+func dpIndexMismatch(procs []report.Process) []report.Violation {
+	var out []report.Violation
+	for _, r := range replicas(procs) {
+		if !r.ok {
+			out = append(out, disagreeing(r)...)
+			continue
+		}
+		for _, p := range r.members {
+			if p.MooncakeDPIndex == nil || *p.MooncakeDPIndex == r.index {
+				continue
+			}
+			involved := []string{p.ID}
+			var msg string
+			if p == r.ref {
+				msg = fmt.Sprintf("%s: %s has Mooncake DP index %d, but its own data_parallel_index (replica %s's global DP index) is %d",
+					report.DPIndexMismatch, p.ID, *p.MooncakeDPIndex, r.name, r.index)
+			} else {
+				msg = fmt.Sprintf("%s: %s has Mooncake DP index %d, replica %s's %s has data_parallel_index %d",
+					report.DPIndexMismatch, p.ID, *p.MooncakeDPIndex, r.name, r.from, r.index)
+				if r.ref != nil {
+					involved = append(involved, r.ref.ID)
+				}
+			}
+			out = append(out, report.Violation{Kind: report.DPIndexMismatch, Message: msg, Processes: uniqueSorted(involved)})
+		}
+	}
+	return out
+}
+
+// disagreeing handles a replica whose global DP index the records cannot decide: its members must
+// still agree with each other on the Mooncake DP index, or their lookups cannot meet.
+func disagreeing(r *replica) []report.Violation {
+	byIndex := map[int][]string{}
+	for _, p := range r.members {
+		if p.MooncakeDPIndex != nil {
+			byIndex[*p.MooncakeDPIndex] = append(byIndex[*p.MooncakeDPIndex], p.ID)
+		}
+	}
+	if len(byIndex) < 2 {
+		return nil
+	}
+	values := make([]int, 0, len(byIndex))
+	for v := range byIndex {
+		values = append(values, v)
+	}
+	sort.Ints(values)
+	parts := make([]string, len(values))
+	var involved []string
+	for i, v := range values {
+		parts[i] = fmt.Sprintf("%d (%s)", v, idList(byIndex[v]))
+		involved = append(involved, byIndex[v]...)
+	}
+	return []report.Violation{{
+		Kind: report.DPIndexMismatch,
+		Message: fmt.Sprintf("%s: replica %s has no engine core or rank-0 worker record and its members disagree on data_parallel_index; their Mooncake DP indices differ: %s",
+			report.DPIndexMismatch, r.name, strings.Join(parts, "; ")),
+		Processes: uniqueSorted(involved),
+	}}
+}
+
+// dpIndexDuplicate reports global DP indices claimed by more than one replica (vLLM#53743: the
+// rank inferred from --node-rank overwrote an explicit --data-parallel-rank, so two engines took
+// one rank silently). A replica whose index the records cannot decide is left out: it has no
+// index to duplicate.
+func dpIndexDuplicate(procs []report.Process) []report.Violation {
+	byIndex := map[int][]*replica{}
+	for _, r := range replicas(procs) {
+		if r.ok {
+			byIndex[r.index] = append(byIndex[r.index], r)
+		}
+	}
+	var out []report.Violation
+	for idx, rs := range byIndex {
+		if len(rs) < 2 {
+			continue
+		}
+		parts := make([]string, len(rs))
+		var involved []string
+		for i, r := range rs {
+			if r.ref != nil {
+				parts[i] = fmt.Sprintf("%s (%s)", r.name, r.ref.ID)
+				involved = append(involved, r.ref.ID)
+			} else {
+				parts[i] = r.name
+				involved = append(involved, ids(r.members)...)
+			}
+		}
+		out = append(out, report.Violation{
+			Kind: report.DPIndexDuplicate,
+			Message: fmt.Sprintf("%s: %d replicas have global DP index %s: %s",
+				report.DPIndexDuplicate, len(rs), strconv.Itoa(idx), strings.Join(parts, ", ")),
+			Processes: uniqueSorted(involved),
+		})
+	}
+	return out
+}
