@@ -1,0 +1,104 @@
+package rendezvous
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"time"
+)
+
+const (
+	// firstRetry and maxRetry pace the connection attempts to a rank 0 that is not listening yet:
+	// fast at first (processes of one replica start within milliseconds of each other), then no
+	// more than twice a second so that a long wait does not flood the host.
+	firstRetry = 10 * time.Millisecond
+	maxRetry   = 500 * time.Millisecond
+	// verdictGrace is added to the wait for rank 0's answer: rank 0 was listening before this member
+	// connected, so its own deadline falls within Timeout of the connect; the grace lets its
+	// time-out verdict (with the missing ranks) arrive before this member gives up on its own.
+	verdictGrace = time.Second
+)
+
+// join is every rank but 0: connect (retrying), say hello, wait for the verdict.
+func join(ctx context.Context, m Member, cfg Config) error {
+	host, port, _ := net.SplitHostPort(m.Address)
+	connectBy := time.Now().Add(cfg.Timeout)
+	cctx, cancel := context.WithDeadline(ctx, connectBy)
+	defer cancel()
+	var conn net.Conn
+	for wait := firstRetry; ; wait = min(2*wait, maxRetry) {
+		var err error
+		conn, err = dial(cctx, cfg, host, port)
+		if err == nil {
+			break
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-cctx.Done():
+			t.Stop()
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return &Error{
+				Python: fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying to connect to (%s, %s).",
+					cfg.Timeout.Milliseconds(), host, port),
+				Missing: []string{rankName(0)},
+			}
+		}
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	conn.SetDeadline(time.Now().Add(cfg.Timeout + verdictGrace))
+	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID}); err != nil {
+		return lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
+	}
+	line, err := bufio.NewReaderSize(conn, maxHello).ReadSlice('\n')
+	if err != nil {
+		return lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
+	}
+	var v verdict
+	if err := json.Unmarshal(line, &v); err != nil {
+		return &Error{Python: fmt.Sprintf("RuntimeError: rendezvous at %s: rank 0 answered %q: %v", m.Address, line, err)}
+	}
+	if !v.OK {
+		return &Error{Python: v.Error, Missing: v.Missing}
+	}
+	return nil
+}
+
+func dial(ctx context.Context, cfg Config, host, port string) (net.Conn, error) {
+	if cfg.Resolve != nil {
+		ip, err := cfg.Resolve(ctx, host)
+		if err != nil {
+			return nil, err
+		}
+		host = ip
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
+}
+
+// lostRank0 is a connection to rank 0 that broke (or stayed silent past the bound) before its
+// verdict: rank 0 is the member known to be gone.
+func lostRank0(ctx context.Context, m Member, wait time.Duration, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		// torch's store client raises this when a wait on the master outlives its timeout.
+		return &Error{
+			Python:  fmt.Sprintf("torch.distributed.DistStoreError: wait timeout after %dms, rendezvous at %s", wait.Milliseconds(), m.Address),
+			Missing: []string{rankName(0)},
+		}
+	}
+	// torch's store client, when the master closes the connection under it.
+	return &Error{
+		Python:  "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?",
+		Missing: []string{rankName(0)},
+	}
+}

@@ -1,0 +1,115 @@
+// Package rendezvous is the barrier the processes of one replica meet at before they build their
+// KV connectors: a small TCPStore-like rendezvous over real TCP. The member with rank 0 listens at
+// the barrier's address (torch's TCPStore master at --master-addr:--master-port, or the DP group's
+// --data-parallel-address:--data-parallel-rpc-port); every other member connects to it, retrying
+// while it is not up yet; all of them return once WorldSize members are there. A member that never
+// comes ends the barrier for everyone who did, within the timeout, with torch's error and the ranks
+// that were missing — never a hang.
+package rendezvous
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+)
+
+// Member is one process's place in one barrier.
+type Member struct {
+	// Kind is "workers" or "dp" (vllm.RendezvousPlan.Kind); members of different kinds at one
+	// address are a configuration error, not one barrier.
+	Kind string
+	// Address is host:port of rank 0's listener, as the model computed it.
+	Address   string
+	WorldSize int
+	Rank      int
+	// ID names the process in the other members' logs.
+	ID string
+}
+
+func (m Member) validate() error {
+	if m.Kind == "" {
+		return fmt.Errorf("rendezvous %s: empty kind", m.Address)
+	}
+	if m.WorldSize < 1 {
+		return fmt.Errorf("rendezvous %s %s: world size %d < 1", m.Kind, m.Address, m.WorldSize)
+	}
+	if m.Rank < 0 || m.Rank >= m.WorldSize {
+		return fmt.Errorf("rendezvous %s %s: rank %d outside world size %d", m.Kind, m.Address, m.Rank, m.WorldSize)
+	}
+	_, port, err := net.SplitHostPort(m.Address)
+	if err != nil {
+		return fmt.Errorf("rendezvous %s: address %q: %w", m.Kind, m.Address, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("rendezvous %s: address %q: port %q is not 1-65535", m.Kind, m.Address, port)
+	}
+	return nil
+}
+
+// Config is how a member reaches the others. The zero value is not usable: Timeout is required.
+type Config struct {
+	// Timeout bounds each side: rank 0 waits this long for the others from when it listens, another
+	// member tries this long to connect and then waits this long for rank 0's verdict (torch bounds
+	// the connect and each store operation separately, too).
+	Timeout time.Duration
+	// ListenIP is the address rank 0 listens on ("" or 0.0.0.0 in a container; a 127.0.0.x per
+	// simulated host in a local run, so that hosts' ports do not clash).
+	ListenIP string
+	// Resolve maps the host part of Address to a dialable address (WIDETP_HOSTS, then DNS).
+	// nil uses the address as is.
+	Resolve func(ctx context.Context, host string) (string, error)
+}
+
+func (c Config) validate() error {
+	if c.Timeout <= 0 {
+		return fmt.Errorf("rendezvous: timeout %v must be positive", c.Timeout)
+	}
+	return nil
+}
+
+// Error is a barrier that did not complete. Python is the exception vLLM's process raises (torch's
+// DistStoreError or DistNetworkError, or a RuntimeError for a member the barrier refused).
+type Error struct {
+	Python string
+	// Missing names the ranks that never arrived ("rank 3"), as far as this member knows: rank 0
+	// knows everyone who came; a member that never reached rank 0 knows only that rank 0 is missing.
+	Missing []string
+}
+
+func (e *Error) Error() string { return e.Python }
+
+// Join takes part in the barrier and returns once all WorldSize members arrived, or an *Error once
+// the barrier cannot complete (other errors mean bad input). ctx cancels the wait.
+func Join(ctx context.Context, m Member, cfg Config) error {
+	if err := m.validate(); err != nil {
+		return err
+	}
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	if m.WorldSize == 1 {
+		return nil
+	}
+	if m.Rank == 0 {
+		return serve(ctx, m, cfg)
+	}
+	return join(ctx, m, cfg)
+}
+
+// hello is what a member sends rank 0; verdict is rank 0's answer.
+type hello struct {
+	Kind      string `json:"kind"`
+	WorldSize int    `json:"world_size"`
+	Rank      int    `json:"rank"`
+	ID        string `json:"id"`
+}
+
+type verdict struct {
+	OK      bool     `json:"ok,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Missing []string `json:"missing,omitempty"`
+}
+
+func rankName(r int) string { return "rank " + strconv.Itoa(r) }

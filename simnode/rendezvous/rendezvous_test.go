@@ -1,0 +1,289 @@
+package rendezvous
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// freeAddr returns a loopback address whose port was free a moment ago. Another process may take
+// it before rank 0 listens; that shows up as a clear listen error, not a wrong pass.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// timeout bounds the barriers meant to complete: it only matters when the test is failing.
+const timeout = 10 * time.Second
+
+func cfg(d time.Duration) Config { return Config{Timeout: d, ListenIP: "127.0.0.1"} }
+
+// joinAll runs one Join per member concurrently and returns their results by rank.
+func joinAll(ctx context.Context, members []Member, c Config) map[int]error {
+	var mu sync.Mutex
+	out := map[int]error{}
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			err := Join(ctx, m, c)
+			mu.Lock()
+			out[m.Rank] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+func members(kind, addr string, world int, ranks ...int) []Member {
+	var ms []Member
+	for _, r := range ranks {
+		ms = append(ms, Member{Kind: kind, Address: addr, WorldSize: world, Rank: r, ID: fmt.Sprintf("h/0/worker-%d", r)})
+	}
+	return ms
+}
+
+// TestAllMembersMeet: torch's TCPStore barrier of init_worker_distributed_environment
+// (vllm/v1/worker/gpu_worker.py): every rank returns once the world is complete, whichever starts first.
+func TestAllMembersMeet(t *testing.T) {
+	addr := freeAddr(t)
+	// Rank 0 last: the others must retry until it listens.
+	res := joinAll(context.Background(), members("workers", addr, 8, 7, 6, 5, 4, 3, 2, 1, 0), cfg(timeout))
+	for r, err := range res {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	if len(res) != 8 {
+		t.Fatalf("%d results", len(res))
+	}
+}
+
+func TestWorldOfOneNeedsNoPeer(t *testing.T) {
+	if err := Join(context.Background(), Member{Kind: "dp", Address: "127.0.0.1:1", WorldSize: 1}, cfg(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMissingRankEndsTheBarrierForEveryoneWhoCame(t *testing.T) {
+	addr := freeAddr(t)
+	start := time.Now()
+	res := joinAll(context.Background(), members("workers", addr, 4, 0, 1, 3), cfg(time.Second))
+	if took := time.Since(start); took > time.Second+verdictGrace+time.Second {
+		t.Fatalf("barrier with a missing rank took %v", took)
+	}
+	for _, r := range []int{0, 1, 3} {
+		var re *Error
+		if !errors.As(res[r], &re) {
+			t.Fatalf("rank %d: %v, want *Error", r, res[r])
+		}
+		if !strings.HasPrefix(re.Python, "torch.distributed.DistStoreError: Timed out after 1 seconds waiting for clients. 3/4 clients joined.") {
+			t.Errorf("rank %d: %q", r, re.Python)
+		}
+		if !slices.Equal(re.Missing, []string{"rank 2"}) {
+			t.Errorf("rank %d: missing %v, want [rank 2]", r, re.Missing)
+		}
+	}
+}
+
+func TestRank0NeverComes(t *testing.T) {
+	addr := freeAddr(t)
+	start := time.Now()
+	err := Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 2, Rank: 1}, cfg(300*time.Millisecond))
+	var re *Error
+	if !errors.As(err, &re) {
+		t.Fatalf("Join without rank 0: %v", err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	want := fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after 300ms while trying to connect to (127.0.0.1, %s).", port)
+	if re.Python != want || !slices.Equal(re.Missing, []string{"rank 0"}) {
+		t.Fatalf("got %q missing %v; want %q missing [rank 0]", re.Python, re.Missing, want)
+	}
+	if took := time.Since(start); took > 300*time.Millisecond+maxRetry+time.Second {
+		t.Fatalf("gave up after %v", took)
+	}
+}
+
+func TestMemberThatLeavesBeforeCompletionIsMissing(t *testing.T) {
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	go func() { errs <- Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Second)) }()
+	// Rank 1 joins, then its process "dies": its connection closes before rank 2 ever comes.
+	go func() { errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(timeout)) }()
+	waitListening(t, addr)
+	cancel()
+	var rank0 *Error
+	for range 2 {
+		if err := <-errs; errors.As(err, &rank0) {
+			continue
+		} else if !errors.Is(err, context.Canceled) {
+			t.Fatalf("unexpected result %v", err)
+		}
+	}
+	if rank0 == nil || !slices.Equal(rank0.Missing, []string{"rank 1", "rank 2"}) {
+		t.Fatalf("rank 0: %+v, want rank 1 (left) and rank 2 missing", rank0)
+	}
+}
+
+// waitListening returns once something accepts at addr (bounded, no sleeps: each failed dial is the pacing).
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+	}
+	t.Fatalf("nothing listens at %s", addr)
+}
+
+func TestRefusedMembers(t *testing.T) {
+	cases := []struct {
+		name   string
+		source string
+		bad    Member
+		errHas string
+	}{
+		{"other kind at the address", "a dp group and a worker group must not share a port",
+			Member{Kind: "dp", WorldSize: 3, Rank: 1}, "is workers with world size 3, not dp with world size 3"},
+		{"other world size", "torch TCPStore: every rank passes the same world_size",
+			Member{Kind: "workers", WorldSize: 4, Rank: 1}, "not workers with world size 4"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := freeAddr(t)
+			tc.bad.Address = addr
+			// Ranks 0 and 1 hold the barrier open while the bad member tries; rank 2 completes it
+			// afterwards, so a refusal must not have spoilt the barrier for the good members.
+			first := make(chan map[int]error, 1)
+			go func() { first <- joinAll(context.Background(), members("workers", addr, 3, 0, 1), cfg(timeout)) }()
+			err := Join(context.Background(), tc.bad, cfg(timeout))
+			var re *Error
+			if !errors.As(err, &re) || !strings.Contains(re.Python, tc.errHas) || !strings.HasPrefix(re.Python, "RuntimeError: ") {
+				t.Fatalf("%s: %v, want RuntimeError containing %q", tc.source, err, tc.errHas)
+			}
+			last := Join(context.Background(), members("workers", addr, 3, 2)[0], cfg(timeout))
+			good := <-first
+			accepted := 0
+			for _, err := range good {
+				if err == nil {
+					accepted++
+				}
+			}
+			if last != nil || accepted != 2 {
+				t.Fatalf("good members after a refusal: ranks 0,1 %v, rank 2 %v", good, last)
+			}
+		})
+	}
+}
+
+// TestRankJoinsTwice: two processes that computed the same rank (a model bug or a misconfigured
+// --node-rank) — the second to arrive is refused, the first takes part.
+func TestRankJoinsTwice(t *testing.T) {
+	addr := freeAddr(t)
+	results := make(chan error, 3)
+	for _, m := range members("workers", addr, 3, 0, 1, 1) {
+		go func() { results <- Join(context.Background(), m, cfg(timeout)) }()
+	}
+	// The refusal comes back while the barrier is still open (rank 2 has not come).
+	first := <-results
+	var re *Error
+	if !errors.As(first, &re) || !strings.HasPrefix(re.Python, "RuntimeError: ") || !strings.Contains(re.Python, "rank 1 joined twice") {
+		t.Fatalf("first result: %v, want the duplicate refused", first)
+	}
+	if err := Join(context.Background(), members("workers", addr, 3, 2)[0], cfg(timeout)); err != nil {
+		t.Fatalf("rank 2: %v", err)
+	}
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Fatalf("rank 0 or the accepted rank 1: %v", err)
+		}
+	}
+}
+
+func TestResolveMapsHostNames(t *testing.T) {
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	named := "r0-head:" + port
+	c := cfg(timeout)
+	c.Resolve = func(_ context.Context, host string) (string, error) {
+		if host != "r0-head" {
+			return "", fmt.Errorf("unknown host %q", host)
+		}
+		return "127.0.0.1", nil
+	}
+	for r, err := range joinAll(context.Background(), members("dp", named, 2, 0, 1), c) {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestRank0CannotListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = Join(context.Background(), Member{Kind: "workers", Address: ln.Addr().String(), WorldSize: 2}, cfg(timeout))
+	var re *Error
+	if !errors.As(err, &re) || !strings.Contains(re.Python, "DistNetworkError: The server socket has failed to listen") || !strings.Contains(re.Python, "EADDRINUSE") {
+		t.Fatalf("listen on a busy port: %v", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		m      Member
+		c      Config
+		errHas string
+	}{
+		{Member{Kind: "workers", Address: "h:1", WorldSize: 2, Rank: 2}, cfg(timeout), "rank 2 outside world size 2"},
+		{Member{Kind: "workers", Address: "h:1", WorldSize: 0}, cfg(timeout), "world size 0"},
+		{Member{Kind: "workers", Address: "h", WorldSize: 2}, cfg(timeout), "missing port"},
+		{Member{Kind: "workers", Address: "h:0", WorldSize: 2}, cfg(timeout), "not 1-65535"},
+		{Member{Address: "h:1", WorldSize: 2}, cfg(timeout), "empty kind"},
+		{Member{Kind: "workers", Address: "h:1", WorldSize: 2}, Config{}, "timeout 0s must be positive"},
+	}
+	for _, tc := range cases {
+		err := Join(context.Background(), tc.m, tc.c)
+		var re *Error
+		if err == nil || errors.As(err, &re) || !strings.Contains(err.Error(), tc.errHas) {
+			t.Errorf("Join(%+v) = %v, want a bad-input error containing %q", tc.m, err, tc.errHas)
+		}
+	}
+}
+
+func TestCancelStopsTheWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 2)
+	addr := freeAddr(t)
+	go func() { errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Hour)) }()
+	go func() { errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(time.Hour)) }()
+	waitListening(t, addr)
+	cancel()
+	for range 2 {
+		select {
+		case err := <-errs:
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled Join: %v", err)
+			}
+		case <-time.After(timeout):
+			t.Fatal("cancelled Join did not return")
+		}
+	}
+}

@@ -1,0 +1,172 @@
+package rendezvous
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+)
+
+// maxHello bounds a member's hello line: a peer that sends more is not a member.
+const maxHello = 4096
+
+type arrival struct {
+	conn  net.Conn
+	hello hello
+	err   error // the hello could not be read
+}
+
+// serve is rank 0: listen, collect the other ranks, answer them all.
+func serve(ctx context.Context, m Member, cfg Config) error {
+	_, port, _ := net.SplitHostPort(m.Address)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(cfg.ListenIP, port))
+	if err != nil {
+		return &Error{Python: listenError(port, err)}
+	}
+	deadline := time.Now().Add(cfg.Timeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+
+	arrivals := make(chan arrival)
+	departures := make(chan net.Conn)
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	go accept(ctx, ln, arrivals, departures)
+
+	members := map[int]net.Conn{}
+	defer func() {
+		for _, c := range members {
+			c.Close()
+		}
+	}()
+	send := func(c net.Conn, v verdict) {
+		// A member that cannot be written to has gone; it learns nothing either way.
+		c.SetWriteDeadline(time.Now().Add(time.Second))
+		json.NewEncoder(c).Encode(v)
+	}
+	for len(members) < m.WorldSize-1 {
+		select {
+		case a := <-arrivals:
+			if a.err != nil {
+				a.conn.Close()
+				continue
+			}
+			if why := refuse(m, a.hello, members); why != "" {
+				send(a.conn, verdict{Error: why})
+				a.conn.Close()
+				continue
+			}
+			members[a.hello.Rank] = a.conn
+		case c := <-departures:
+			// A member that came and went before the barrier completed is missing again: a
+			// process that died in the rendezvous will not take part in what follows it.
+			for r, mc := range members {
+				if mc == c {
+					delete(members, r)
+					c.Close()
+				}
+			}
+		case <-ctx.Done():
+			missing := []string{}
+			for r := 1; r < m.WorldSize; r++ {
+				if _, ok := members[r]; !ok {
+					missing = append(missing, rankName(r))
+				}
+			}
+			if time.Now().Before(deadline) { // cancelled, not timed out
+				return ctx.Err()
+			}
+			// torch's TCPStore (wait_for_workers) counts the master among the joined.
+			py := fmt.Sprintf("torch.distributed.DistStoreError: Timed out after %d seconds waiting for clients. %d/%d clients joined.",
+				int(cfg.Timeout.Round(time.Second)/time.Second), len(members)+1, m.WorldSize)
+			for _, c := range members {
+				send(c, verdict{Error: py, Missing: missing})
+			}
+			return &Error{Python: py, Missing: missing}
+		}
+	}
+	for _, c := range members {
+		send(c, verdict{OK: true})
+	}
+	return nil
+}
+
+// accept reads each connection's hello and reports it; after a hello it watches the connection and
+// reports its close. Both stop when ctx ends.
+func accept(ctx context.Context, ln net.Listener, arrivals chan<- arrival, departures chan<- net.Conn) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			c.SetReadDeadline(deadlineOf(ctx))
+			r := bufio.NewReaderSize(c, maxHello)
+			line, err := r.ReadSlice('\n')
+			var h hello
+			if err == nil {
+				err = json.Unmarshal(line, &h)
+			}
+			select {
+			case arrivals <- arrival{conn: c, hello: h, err: err}:
+			case <-ctx.Done():
+				c.Close()
+				return
+			}
+			if err != nil {
+				return
+			}
+			c.SetReadDeadline(time.Time{})
+			// A member sends nothing after its hello: any read result means it hung up.
+			r.ReadByte()
+			select {
+			case departures <- c:
+			case <-ctx.Done():
+			}
+		}()
+	}
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+// refuse says why a hello cannot join this barrier ("" when it can).
+func refuse(m Member, h hello, members map[int]net.Conn) string {
+	switch {
+	case h.Kind != m.Kind || h.WorldSize != m.WorldSize:
+		return fmt.Sprintf("RuntimeError: rendezvous at %s is %s with world size %d, not %s with world size %d",
+			m.Address, m.Kind, m.WorldSize, h.Kind, h.WorldSize)
+	case h.Rank <= 0 || h.Rank >= m.WorldSize:
+		return fmt.Sprintf("RuntimeError: rendezvous at %s: rank %d is not a member rank of world size %d", m.Address, h.Rank, m.WorldSize)
+	case members[h.Rank] != nil:
+		return fmt.Sprintf("RuntimeError: rendezvous at %s: rank %d joined twice", m.Address, h.Rank)
+	}
+	return ""
+}
+
+// listenError is torch's TCPStore error for a master that cannot listen.
+func listenError(port string, err error) string {
+	var errno syscall.Errno
+	code, name := 0, "UNKNOWN"
+	if errors.As(err, &errno) {
+		code = -int(errno)
+		switch errno {
+		case syscall.EADDRINUSE:
+			name = "EADDRINUSE"
+		case syscall.EADDRNOTAVAIL:
+			name = "EADDRNOTAVAIL"
+		case syscall.EACCES:
+			name = "EACCES"
+		}
+	}
+	return fmt.Sprintf("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: %s, useIpv6: 0, code: %d, name: %s, message: %v",
+		port, code, name, err)
+}
