@@ -119,7 +119,9 @@ func TestMemberThatLeavesBeforeCompletionIsMissing(t *testing.T) {
 	addr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
-	go func() { errs <- Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Second)) }()
+	go func() {
+		errs <- Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Second))
+	}()
 	// Rank 1 joins, then its process "dies": its connection closes before rank 2 ever comes.
 	go func() { errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(timeout)) }()
 	waitListening(t, addr)
@@ -272,8 +274,12 @@ func TestCancelStopsTheWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
 	addr := freeAddr(t)
-	go func() { errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Hour)) }()
-	go func() { errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(time.Hour)) }()
+	go func() {
+		errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Hour))
+	}()
+	go func() {
+		errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(time.Hour))
+	}()
 	waitListening(t, addr)
 	cancel()
 	for range 2 {
