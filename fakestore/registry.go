@@ -1,0 +1,118 @@
+package fakestore
+
+import (
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/widetp/widetp/fakestore/api"
+	"github.com/widetp/widetp/report"
+)
+
+// Registration kinds.
+const (
+	kindRPCMeta  = "rpc_meta"
+	kindRAM      = "ram"
+	kindMetadata = "metadata"
+	kindSegment  = "segment"
+)
+
+// classifyKey splits a metadata key into its kind and the segment name it names: keys are
+// mooncake/[<cluster>/]rpc_meta/<host:port> and mooncake/[<cluster>/]ram/<segment name>.
+func classifyKey(key string) (kind, name string) {
+	for _, k := range []string{kindRPCMeta, kindRAM} {
+		marker := k + "/"
+		for i := strings.Index(key, marker); i >= 0; {
+			if i == 0 || key[i-1] == '/' {
+				return k, key[i+len(marker):]
+			}
+			j := strings.Index(key[i+1:], marker)
+			if j < 0 {
+				break
+			}
+			i += 1 + j
+		}
+	}
+	return kindMetadata, key
+}
+
+// registry is the store's record of who registered what: the inspection data tests read. It
+// survives a restart fault (the observer does not forget what it saw); only reset clears it.
+type registry struct {
+	regs       map[string]*api.Registration // by kind + "\x00" + key
+	order      []string
+	duplicates []api.Duplicate
+	reports    map[string]report.Process
+	posts      map[string]int
+	reportLog  []report.Process
+}
+
+func newRegistry() *registry {
+	return &registry{regs: map[string]*api.Registration{}, reports: map[string]report.Process{}, posts: map[string]int{}}
+}
+
+func (r *registry) get(kind, key, name string) *api.Registration {
+	id := kind + "\x00" + key
+	reg, ok := r.regs[id]
+	if !ok {
+		reg = &api.Registration{Kind: kind, Key: key, Name: name}
+		r.regs[id] = reg
+		r.order = append(r.order, id)
+	}
+	return reg
+}
+
+// write records an accepted write (a PUT that stored, a mount).
+func (r *registry) write(kind, key, name, peer, op, result string, now time.Time) *api.Registration {
+	reg := r.get(kind, key, name)
+	if reg.Writes == 0 {
+		reg.FirstWrite = now
+	}
+	reg.Writes++
+	reg.LastWrite = now
+	reg.Writer = peer
+	reg.Live = true
+	reg.History = append(reg.History, api.RegistrationEntry{Time: now, Op: op, Peer: peer, Result: result})
+	return reg
+}
+
+// note records something that did not store (a rejected or unchanged PUT, a delete, an expiry).
+func (r *registry) note(kind, key, name, peer, op, result string, live bool, now time.Time) {
+	reg := r.get(kind, key, name)
+	reg.Live = live
+	reg.History = append(reg.History, api.RegistrationEntry{Time: now, Op: op, Peer: peer, Result: result})
+}
+
+// noteIfKnown records on an existing registration only (a delete of a key nobody wrote).
+func (r *registry) noteIfKnown(kind, key, peer, op, result string, live bool, now time.Time) {
+	if reg, ok := r.regs[kind+"\x00"+key]; ok {
+		reg.Live = live
+		reg.History = append(reg.History, api.RegistrationEntry{Time: now, Op: op, Peer: peer, Result: result})
+	}
+}
+
+func (r *registry) list() []api.Registration {
+	out := make([]api.Registration, 0, len(r.order))
+	for _, id := range r.order {
+		reg := *r.regs[id]
+		reg.History = append([]api.RegistrationEntry(nil), reg.History...)
+		out = append(out, reg)
+	}
+	return out
+}
+
+func (r *registry) addReport(p report.Process) int {
+	r.reports[p.ID] = p
+	r.reportLog = append(r.reportLog, p)
+	r.posts[p.ID]++
+	return r.posts[p.ID]
+}
+
+func (r *registry) latestReports() []report.Process {
+	out := make([]report.Process, 0, len(r.reports))
+	for _, p := range r.reports {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
