@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/widetp/widetp/fakestore/api"
@@ -21,6 +22,8 @@ type eventLog struct {
 	last   uint64
 	wake   chan struct{}
 	done   chan struct{} // closed when the server shuts down: releases every waiter
+	// waiting counts long polls blocked right now (tests use it to know a waiter is parked).
+	waiting atomic.Int64
 }
 
 func newEventLog() *eventLog {
@@ -72,13 +75,18 @@ func (l *eventLog) wait(ctx context.Context, since uint64, d time.Duration) ([]a
 			timer = time.NewTimer(d)
 			defer timer.Stop()
 		}
+		l.waiting.Add(1)
 		select {
 		case <-wake:
+			l.waiting.Add(-1)
 		case <-timer.C:
+			l.waiting.Add(-1)
 			return nil, last
 		case <-ctx.Done():
+			l.waiting.Add(-1)
 			return nil, last
 		case <-l.done:
+			l.waiting.Add(-1)
 			return nil, last
 		}
 	}

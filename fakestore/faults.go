@@ -2,7 +2,6 @@ package fakestore
 
 import (
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -93,10 +92,8 @@ func matchFault(f *api.Fault, sc scope) bool {
 	if f.Method != "" && !strings.EqualFold(f.Method, sc.method) && f.Method != sc.op {
 		return false
 	}
-	if f.Key != "" {
-		if ok, _ := path.Match(f.Key, sc.key); !ok {
-			return false
-		}
+	if f.Key != "" && !api.Glob(f.Key, sc.key) {
+		return false
 	}
 	if f.Peer != "" && f.Peer != sc.peer {
 		return false

@@ -2,6 +2,7 @@ package fakestore_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -46,3 +47,7 @@ func bounded(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func isDuplicate(err error) bool { return client.IsDuplicate(err) }
+
+func isNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }

@@ -264,6 +264,9 @@ func (s *Server) forcedMetadata(x *exchange, r *http.Request, status int, body s
 			body = bodyKeyBudget
 		default:
 			body = http.StatusText(status)
+			if s.cfg.Flavor == FlavorCPP {
+				body = fmt.Sprintf("%d %s", status, body) // coro_http's default_status_content
+			}
 		}
 	}
 	writeText(x, status, ct, body)

@@ -344,8 +344,8 @@ type Fault struct {
 	Plane Plane `json:"plane,omitempty"`
 	// Method is an HTTP method (GET, PUT, ...) or a master operation name (Ping, MountSegment).
 	Method string `json:"method,omitempty"`
-	// Key is a glob (path.Match) over the request's key: metadata key, object key, segment name
-	// or client id.
+	// Key is a glob (see Glob: * spans slashes) over the request's key: metadata key, object
+	// key, segment name or client id.
 	Key  string `json:"key,omitempty"`
 	Peer string `json:"peer,omitempty"` // TCP peer IP
 

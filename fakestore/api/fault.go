@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,11 +88,6 @@ func (f Fault) Validate() error {
 	if f.Duration < 0 || f.Latency < 0 {
 		return fmt.Errorf("fault %s: negative duration or latency", f.Kind)
 	}
-	if f.Key != "" {
-		if _, err := path.Match(f.Key, ""); err != nil {
-			return fmt.Errorf("fault %s: key pattern %q: %w", f.Kind, f.Key, err)
-		}
-	}
 	switch f.Kind {
 	case FaultLatency:
 		if f.Latency <= 0 {
@@ -129,3 +123,31 @@ func (f Fault) Validate() error {
 // Immediate reports whether the fault acts once when set (restart, lose-keys) rather than shaping
 // requests.
 func (f Fault) Immediate() bool { return f.Kind == FaultRestart || f.Kind == FaultLoseKeys }
+
+// Glob reports whether name matches pattern, where * matches any run of characters (slashes
+// included: keys are paths like mooncake/rpc_meta/h:1) and ? any one character.
+func Glob(pattern, name string) bool {
+	// Iterative matching with one backtrack point: linear in practice, no recursion blow-up.
+	p, n := 0, 0
+	star, mark := -1, 0
+	for n < len(name) {
+		switch {
+		case p < len(pattern) && (pattern[p] == '?' || pattern[p] == name[n]):
+			p++
+			n++
+		case p < len(pattern) && pattern[p] == '*':
+			star, mark = p, n
+			p++
+		case star >= 0:
+			p = star + 1
+			mark++
+			n = mark
+		default:
+			return false
+		}
+	}
+	for p < len(pattern) && pattern[p] == '*' {
+		p++
+	}
+	return p == len(pattern)
+}
