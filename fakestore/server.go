@@ -31,6 +31,8 @@ type Server struct {
 
 	lns     map[api.Plane]net.Listener
 	servers map[api.Plane]*http.Server
+	connMu  sync.Mutex
+	conns   map[net.Conn]http.ConnState
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	started bool
@@ -52,6 +54,7 @@ func New(cfg Config) (*Server, error) {
 		events: newEventLog(),
 		faults: &faultSet{},
 		stop:   make(chan struct{}),
+		conns:  map[net.Conn]http.ConnState{},
 	}
 	for _, f := range cfg.Faults {
 		if _, err := s.AddFault(f); err != nil {
@@ -93,7 +96,7 @@ func (s *Server) Start(ctx context.Context) error {
 			// MaxEventWait, so the write timeout leaves it room.
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          nil,
+			ConnState:         s.trackConn,
 		}
 		s.servers[plane] = srv
 		s.wg.Add(1)
@@ -131,15 +134,44 @@ func (s *Server) Close(ctx context.Context) error {
 	s.closed = true
 	close(s.stop)
 	s.events.close()
-	var errs []error
-	for plane, srv := range s.servers {
-		if err := srv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("shut down %s plane: %w", plane, err))
-			_ = srv.Close()
+	// Shutdown waits for connections that were accepted but never sent a request (a client's
+	// spare dial) for 5 s before calling them idle; no request is lost by closing them now.
+	s.connMu.Lock()
+	for c, st := range s.conns {
+		if st == http.StateNew {
+			_ = c.Close()
 		}
 	}
+	s.connMu.Unlock()
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for plane, srv := range s.servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Shutdown(ctx); err != nil {
+				_ = srv.Close()
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("shut down %s plane: %w", plane, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
 	s.wg.Wait()
 	return errors.Join(errs...)
+}
+
+func (s *Server) trackConn(c net.Conn, st http.ConnState) {
+	s.connMu.Lock()
+	defer s.connMu.Unlock()
+	switch st {
+	case http.StateClosed, http.StateHijacked:
+		delete(s.conns, c)
+	default:
+		s.conns[c] = st
+	}
 }
 
 // Addr returns the bound address of a plane's listener (PlaneTest shares the admin one).

@@ -78,3 +78,20 @@ func TestCodeNamesAreMooncakes(t *testing.T) {
 		t.Error("error code values drifted from types.h")
 	}
 }
+
+func FuzzParseFault(f *testing.F) {
+	for _, s := range []string{"kind=drop", "kind=latency,latency=1s,count=2", "kind=status,code=-704,plane=master",
+		"kind=lose-keys,segment=h:1", "kind=refuse,peer=10.0.0.1,duration=3s", "kind=status,status=404,body=x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		fault, err := ParseFault(s)
+		if err != nil {
+			return
+		}
+		again, err := ParseFault(fault.String())
+		if err != nil || again != fault {
+			t.Fatalf("%q parsed to %+v, whose String %q parses to %+v (%v)", s, fault, fault.String(), again, err)
+		}
+	})
+}
