@@ -18,6 +18,9 @@ const (
 	RoleRayActor Role = "ray-actor"
 	// RoleWorker is a GPU worker process (MultiprocExecutor worker).
 	RoleWorker Role = "worker"
+	// RoleDPSupervisor is the `--data-parallel-multi-port-external-lb` supervisor: it starts one
+	// external-LB API server per local DP rank.
+	RoleDPSupervisor Role = "dp-supervisor"
 )
 
 // LookupRole says which end of the Mooncake lookup channel a process holds.
@@ -84,6 +87,11 @@ type Process struct {
 
 	// Rendezvous lists the rendezvous this process took part in and how each ended.
 	Rendezvous []Rendezvous `json:"rendezvous,omitempty"`
+
+	// Ready is set by a live run once the process completed its start-up (children started,
+	// rendezvous joined, segment registered, lookup bound or answered) and serves; a prediction
+	// leaves it false. It lets a harness wait for "every process ready or exited" on the store.
+	Ready bool `json:"ready,omitempty"`
 
 	// Exit is nil while the process lives (or, in a prediction, when it would keep running).
 	Exit *Exit `json:"exit"`

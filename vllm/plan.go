@@ -61,10 +61,24 @@ type ProcessPlan struct {
 	SegmentHost string `json:"segment_host,omitempty"`
 	// ChildFailure is the exception this process raises when one of its children exits with an
 	// error (vLLM: the engine fails to start); "" means a child's failure does not end this process.
+	// A trailing ChildFailurePlaceholder stands for the failed children as vLLM prints them
+	// (`{'EngineCore_DP0': 1}`), which only the run knows.
 	ChildFailure string `json:"child_failure,omitempty"`
+	// StopsOnChildFailure: when a child exits with an error, this process shuts its other
+	// children down and exits cleanly (code 0) instead of raising (vLLM's headless engine manager
+	// and multi-port DP supervisor do this). Only meaningful when ChildFailure is "".
+	StopsOnChildFailure bool `json:"stops_on_child_failure,omitempty"`
+	// EngineIDFromRank, when set, is the rank (in this process's "workers" rendezvous) whose KV
+	// engine_id this worker adopts once that rendezvous completes: vLLM broadcasts the engine_id
+	// from TP rank 0, then PP rank 0, at worker init (PRs #39907, #44528). Identity.EngineID holds
+	// the worker's own value before the exchange.
+	EngineIDFromRank *int `json:"engine_id_from_rank,omitempty"`
 	// Children are started by this process after its StageConfig checks pass.
 	Children []*ProcessPlan `json:"children,omitempty"`
 }
+
+// ChildFailurePlaceholder ends a ChildFailure whose text names the failed children.
+const ChildFailurePlaceholder = "{...}"
 
 // NodePlan is every process tree one host starts, one tree per `vllm serve` line, in command order.
 // simnode starts the commands of a host in that order, each after the previous one has bound its

@@ -1,0 +1,109 @@
+package vllm
+
+import (
+	"strings"
+)
+
+// vllmEnv is what vllm/envs.py reads from a process's environment for identity, with vLLM's
+// defaults. Each command sees its node's environment layered under the command's own NAME=value
+// assignments.
+type vllmEnv struct {
+	dpRank      int
+	dpRankLocal int
+	dpSize      int
+	dpMasterIP  string
+	dpMasterPort int
+	// rayDPPackStrategy is VLLM_RAY_DP_PACK_STRATEGY: strict | fill | span.
+	rayDPPackStrategy string
+	// rpcBasePath is VLLM_RPC_BASE_PATH, default tempfile.gettempdir().
+	rpcBasePath string
+	// hostIP is VLLM_HOST_IP ("" when unset: get_ip() then resolves the host's own address).
+	hostIP string
+	// mooncakeRequesterHostname is MOONCAKE_REQUESTER_LOCAL_HOSTNAME, stripped.
+	mooncakeRequesterHostname string
+	// visibleDevices is the device count CUDA_VISIBLE_DEVICES allows, -1 when it is unset.
+	visibleDevices int
+}
+
+// readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
+// a non-integer, which the process hits while building its config.
+func readEnv(env map[string]string) (vllmEnv, error) {
+	e := vllmEnv{
+		dpMasterIP:        "127.0.0.1", // envs.VLLM_DP_MASTER_IP default
+		rayDPPackStrategy: "strict",    // envs.VLLM_RAY_DP_PACK_STRATEGY default
+		visibleDevices:    -1,
+	}
+	intVar := func(name string, def int) (int, error) {
+		v, ok := env[name]
+		if !ok {
+			return def, nil
+		}
+		n, err := pyInt(v)
+		if err != nil {
+			return 0, valueError("invalid literal for int() with base 10: %s (environment variable %s)", pyRepr(v), name)
+		}
+		return n, nil
+	}
+	var err error
+	if e.dpRank, err = intVar("VLLM_DP_RANK", 0); err != nil {
+		return e, err
+	}
+	// VLLM_DP_RANK_LOCAL defaults to VLLM_DP_RANK (envs.py), so it is never None here.
+	if e.dpRankLocal, err = intVar("VLLM_DP_RANK_LOCAL", e.dpRank); err != nil {
+		return e, err
+	}
+	if e.dpSize, err = intVar("VLLM_DP_SIZE", 1); err != nil {
+		return e, err
+	}
+	if e.dpMasterPort, err = intVar("VLLM_DP_MASTER_PORT", 0); err != nil {
+		return e, err
+	}
+	if v, ok := env["VLLM_DP_MASTER_IP"]; ok {
+		e.dpMasterIP = v
+	}
+	if v, ok := env["VLLM_RAY_DP_PACK_STRATEGY"]; ok {
+		e.rayDPPackStrategy = v
+	}
+	e.rpcBasePath = gettempdir(env)
+	if v, ok := env["VLLM_RPC_BASE_PATH"]; ok {
+		e.rpcBasePath = v
+	}
+	e.hostIP = env["VLLM_HOST_IP"]
+	e.mooncakeRequesterHostname = strings.TrimSpace(env["MOONCAKE_REQUESTER_LOCAL_HOSTNAME"])
+	if v, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
+		e.visibleDevices = 0
+		for _, d := range strings.Split(v, ",") {
+			if strings.TrimSpace(d) != "" {
+				e.visibleDevices++
+			}
+		}
+	}
+	return e, nil
+}
+
+// gettempdir is Python's tempfile.gettempdir(): the first of TMPDIR, TEMP, TMP that is set, else
+// /tmp (the model cannot check that the directory exists; a simulated node has it).
+func gettempdir(env map[string]string) string {
+	for _, k := range []string{"TMPDIR", "TEMP", "TMP"} {
+		if v := env[k]; v != "" {
+			return strings.TrimRight(v, "/")
+		}
+	}
+	return "/tmp"
+}
+
+// deviceCount is torch.cuda.device_count() on the node: CUDA_VISIBLE_DEVICES narrows the GPUs.
+func (e vllmEnv) deviceCount(gpus int) int {
+	if e.visibleDevices >= 0 && e.visibleDevices < gpus {
+		return e.visibleDevices
+	}
+	return gpus
+}
+
+// pyRepr renders a string as Python's repr() does for plain text: single quotes.
+func pyRepr(s string) string {
+	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
+		return `"` + s + `"`
+	}
+	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
+}

@@ -1,0 +1,67 @@
+package vllm
+
+import "fmt"
+
+// ArgError is a command line vLLM's argument parser refuses: an unknown flag, a missing or bad
+// value. argparse prints `vllm serve: error: <message>` and exits with status 2.
+type ArgError struct {
+	// Flag names the option as argparse does ("--tensor-parallel-size/-tp"); "" for errors that
+	// concern no single flag (a stray positional, the program name).
+	Flag string
+	// Value is the offending value as given ("" when there was none).
+	Value  string
+	Reason string
+}
+
+func (e *ArgError) Error() string {
+	if e.Flag == "" {
+		return "vllm serve: error: " + e.Reason
+	}
+	return fmt.Sprintf("vllm serve: error: argument %s: %s", e.Flag, e.Reason)
+}
+
+// PyError is a Python exception raised by vLLM's config code, rendered as the process would
+// print it last: "<Type>: <message>", or the bare type when there is no message (a bare
+// `assert`).
+type PyError struct {
+	Type string
+	Msg  string
+}
+
+func (e *PyError) Error() string {
+	if e.Msg == "" {
+		return e.Type
+	}
+	return e.Type + ": " + e.Msg
+}
+
+// Python exception constructors, named after the type they raise.
+
+func valueError(format string, args ...any) *PyError {
+	return &PyError{Type: "ValueError", Msg: fmt.Sprintf(format, args...)}
+}
+
+func assertionError(format string, args ...any) *PyError {
+	return &PyError{Type: "AssertionError", Msg: fmt.Sprintf(format, args...)}
+}
+
+// validationError is what pydantic raises when a config dataclass's validator (or a ValueError in
+// its __post_init__) rejects a value: the ValueError's text wrapped in a ValidationError.
+func validationError(model, format string, args ...any) *PyError {
+	return &PyError{
+		Type: "pydantic_core.ValidationError",
+		Msg:  fmt.Sprintf("1 validation error for %s: Value error, %s", model, fmt.Sprintf(format, args...)),
+	}
+}
+
+// zeroDivision is Python's message for `x % 0` and `x // 0` on ints.
+var zeroDivision = &PyError{Type: "ZeroDivisionError", Msg: "integer division or modulo by zero"}
+
+// bareAssertion is a bare `assert cond` failing (the legacy Mooncake DP index helper).
+var bareAssertion = &PyError{Type: "AssertionError"}
+
+// argparseExit renders an ArgError the way the process ends: argparse calls sys.exit(2) after
+// printing the message, so the exception is SystemExit with status 2.
+func argparseExit(e error) string {
+	return "SystemExit: 2 (" + e.Error() + ")"
+}

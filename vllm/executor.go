@@ -1,0 +1,79 @@
+package vllm
+
+import (
+	"fmt"
+
+	"github.com/widetp/widetp/report"
+)
+
+// attachWorkers adds the workers an executor starts for config pc (vllm/v1/executor/
+// multiproc_executor.py MultiprocExecutor._init_executor): local_world_size processes with
+//
+//	global_start_rank = local_world_size * node_rank_within_dp
+//	rank = global_start_rank + local_rank
+//
+// Each worker copies its parent's config (Worker.__init__ sets parallel_config.rank). The uni
+// executor (world size 1) runs the worker inside the engine core process in vLLM; the model plans
+// it as a worker child all the same so the lookup server and client stay separate records. Ray's
+// executor places world_size workers; with nnodes == 1 that is the same layout.
+func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID string) error {
+	lws, err := pc.LocalWorldSize()
+	if err != nil {
+		return err
+	}
+	nodeRank, err := pc.NodeRankWithinDP()
+	if err != nil {
+		return err
+	}
+	localAddr := ""
+	if pc.NNodes == 1 && pc.DataParallelSize == 1 {
+		localAddr = cp.localAddr()
+	}
+	start := lws * nodeRank
+	for i := 0; i < lws; i++ {
+		w := cp.worker(pc, p.Identity.ID, i, start+i, localAddr, engineID)
+		if i == 0 {
+			p.Identity.Replica = w.Identity.Replica
+		}
+		p.Children = append(p.Children, w)
+	}
+	return nil
+}
+
+// worker is one GPU worker: its ranks, its torch world, and the worker side of the Mooncake store
+// connector (MooncakeStoreWorker.__init__: DP engine index first, then the store client's
+// setup(), then the lookup server on parallel_config.rank == 0).
+func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank, rank int, localAddr, engineID string) *ProcessPlan {
+	pc := parent.clone()
+	pc.Rank = rank
+	id := fmt.Sprintf("%s/worker-%d", parentID, localRank)
+	p := &ProcessPlan{Identity: cp.identity(id, parentID, report.RoleWorker, pc)}
+	tpRank, _, ppRank := pc.workerRanks(rank)
+	p.Identity.Rank, p.Identity.TPRank, p.Identity.PPRank = intPtr(rank), intPtr(tpRank), intPtr(ppRank)
+	world := workersWorld(pc, rank, localAddr)
+	p.Rendezvous = []RendezvousPlan{world}
+	p.Identity.Replica = replicaName(world, pc)
+	p.Identity.EngineID = engineID
+	if cp.args.KVTransfer != nil {
+		if src := engineIDSourceRank(pc, world.Rank, rank, cp.opts.Profile); src != nil && *src != world.Rank {
+			p.EngineIDFromRank = src
+		}
+	}
+	if !cp.hasStore {
+		return p
+	}
+	idx, err := mooncakeDPEngineIndex(pc, cp.opts.Profile)
+	if err != nil {
+		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+		return p
+	}
+	p.Identity.MooncakeDPIndex = intPtr(idx)
+	p.RegistersSegment = true
+	p.SegmentHost = segmentHost(cp.env, cp.node.Host)
+	if pc.Rank == 0 {
+		p.BindsLookup = true
+		p.Identity.LookupPath = lookupPath(cp.env, cp.storeExtra, cp.node.Host, idx)
+		p.Identity.LookupRole = report.LookupServer
+	}
+	return p
+}

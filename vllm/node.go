@@ -1,0 +1,74 @@
+package vllm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Model is the served model as far as identity cares: vLLM branches on is_moe.
+type Model struct {
+	Name string `json:"name"`
+	MoE  bool   `json:"moe"`
+}
+
+// Options are the deployment-wide inputs of the model.
+type Options struct {
+	Model   Model
+	Profile Profile
+	// Seed makes the uuid4 engine_ids vLLM draws reproducible (see baseEngineID).
+	Seed string
+}
+
+// Node is one host of a deployment: its hostname (socket.gethostname() of every process on it),
+// GPU count, environment (already layered: scenario, then node) and `vllm serve` lines in launch
+// order. A node without commands is allowed (a Ray worker node, for instance) and plans nothing.
+type Node struct {
+	Host     string
+	GPUs     int
+	Env      map[string]string
+	Commands []string
+}
+
+// PlanNode derives every process tree the node's commands start. A command that does not parse,
+// or that vLLM would reject while building its config, still yields a top process: one with a
+// Crash at StageConfig carrying the Python-style exception. PlanNode returns an error only for
+// input that is no vLLM behaviour: an empty or malformed host name, a non-positive GPU count, a
+// profile with unknown values, or a launch the model does not simulate
+// (--distributed-executor-backend external_launcher, which needs torchrun).
+func PlanNode(n Node, o Options) (*NodePlan, error) {
+	if err := validateHost(n.Host); err != nil {
+		return nil, fmt.Errorf("plan node: %w", err)
+	}
+	if n.GPUs <= 0 {
+		return nil, fmt.Errorf("plan node %s: GPUs must be positive, got %d", n.Host, n.GPUs)
+	}
+	if err := o.Profile.Validate(); err != nil {
+		return nil, fmt.Errorf("plan node %s: %w", n.Host, err)
+	}
+	np := &NodePlan{Host: n.Host, Commands: make([]*ProcessPlan, 0, len(n.Commands))}
+	for i, line := range n.Commands {
+		cp := &cmdPlanner{node: n, opts: o, cmd: i}
+		top, err := cp.plan(line)
+		if err != nil {
+			return nil, fmt.Errorf("plan node %s command %d: %w", n.Host, i, err)
+		}
+		np.Commands = append(np.Commands, top)
+	}
+	return np, nil
+}
+
+// errNotSimulated marks a valid vLLM launch the model does not simulate.
+var errNotSimulated = errors.New("launch not simulated")
+
+// validateHost accepts what a process can see as its hostname and what IDs and ipc paths can
+// carry: a non-empty DNS-like name without '/', ':' or blanks.
+func validateHost(h string) error {
+	if h == "" {
+		return errors.New("host name is empty")
+	}
+	if strings.ContainsAny(h, "/: \t\n") {
+		return fmt.Errorf("host name %q contains '/', ':' or a blank", h)
+	}
+	return nil
+}

@@ -1,0 +1,274 @@
+package vllm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/widetp/widetp/report"
+)
+
+// cmdPlanner derives the process tree of one `vllm serve` line on one node.
+type cmdPlanner struct {
+	node Node
+	opts Options
+	cmd  int
+
+	args   *ServeArgs
+	env    vllmEnv
+	gpus   int
+	hostIP string
+	// engineID is the KV engine_id this command's parse holds ("" without a KV config).
+	engineID   string
+	storeExtra map[string]any
+	hasStore   bool
+	// slot numbers this command's host-local rendezvous addresses.
+	slot int
+	err  error
+}
+
+// plan returns the command's top process. Only failures that are no vLLM behaviour are errors.
+func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
+	args, err := ParseServe(line)
+	if err != nil {
+		role := report.RoleAPIServer
+		if strings.Contains(line, "--headless") {
+			role = report.RoleHeadless
+		}
+		return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err), nil
+	}
+	cp.args = args
+	role := report.RoleAPIServer
+	if args.Headless {
+		role = report.RoleHeadless
+	}
+	envMap := make(map[string]string, len(cp.node.Env)+len(args.Env))
+	for k, v := range cp.node.Env {
+		envMap[k] = v
+	}
+	for k, v := range args.Env {
+		envMap[k] = v
+	}
+	if cp.env, err = readEnv(envMap); err != nil {
+		return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err), nil
+	}
+	cp.gpus = cp.env.deviceCount(cp.node.GPUs)
+	cp.hostIP = cp.env.hostIP
+	if cp.hostIP == "" {
+		cp.hostIP = cp.node.Host
+	}
+	if b := args.DistributedExecutorBackend; b != nil && *b == "external_launcher" {
+		return nil, fmt.Errorf("--distributed-executor-backend external_launcher runs under torchrun: %w", errNotSimulated)
+	}
+	cp.engineID = baseEngineID(args.KVTransfer, cp.opts.Seed, cp.node.Host, cp.cmd)
+	cp.storeExtra, cp.hasStore = args.KVTransfer.mooncakeStoreExtra()
+
+	dec, err := decideServe(args)
+	if err != nil {
+		return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err), nil
+	}
+	var top *ProcessPlan
+	switch dec.mode {
+	case launchHeadless:
+		top = cp.headless()
+	case launchSupervisor:
+		top = cp.supervisor()
+	default:
+		top = cp.apiServer(args, 0, "", dec.apiServerCount)
+	}
+	return top, cp.err
+}
+
+// id is report.Process.ID for a non-worker: "<host>/<command>/<role>-<index>".
+func (cp *cmdPlanner) id(role report.Role, index int) string {
+	return fmt.Sprintf("%s/%d/%s-%d", cp.node.Host, cp.cmd, role, index)
+}
+
+// localAddr reserves the next host-local rendezvous address of this command (rendezvous.go).
+func (cp *cmdPlanner) localAddr() string {
+	cp.slot++
+	if cp.slot >= localPortStride && cp.err == nil {
+		cp.err = fmt.Errorf("more than %d host-local rendezvous in one command: %w", localPortStride-1, errNotSimulated)
+	}
+	port := localPortBase + localPortStride*cp.cmd + cp.slot
+	if port > 65535 && cp.err == nil {
+		cp.err = fmt.Errorf("command index %d leaves no port for host-local rendezvous: %w", cp.cmd, errNotSimulated)
+	}
+	return hostPort(cp.node.Host, port)
+}
+
+func (cp *cmdPlanner) engineInput(a *ServeArgs, headless bool) engineConfigInput {
+	return engineConfigInput{args: a, headless: headless, moe: cp.opts.Model.MoE, profile: cp.opts.Profile,
+		env: cp.env, gpus: cp.gpus, hostIP: cp.hostIP}
+}
+
+// identity fills the record fields every process derives from its ParallelConfig.
+func (cp *cmdPlanner) identity(id, parent string, role report.Role, pc *ParallelConfig) report.Process {
+	p := report.Process{ID: id, Parent: parent, Host: cp.node.Host, Command: cp.cmd, Role: role}
+	if pc != nil {
+		p.DataParallelSize = pc.DataParallelSize
+		p.DataParallelRank = pc.DataParallelRank
+		p.DataParallelRankLocal = copyInt(pc.DataParallelRankLocal)
+		p.DataParallelIndex = pc.DataParallelIndex
+		p.LocalEnginesOnly = pc.LocalEnginesOnly()
+		if n, err := pc.NodeRankWithinDP(); err == nil {
+			p.NodeRankWithinDP = n
+		}
+	}
+	return p
+}
+
+// crashed is a process that raises at a stage before starting any child.
+func (cp *cmdPlanner) crashed(id, parent string, role report.Role, pc *ParallelConfig, stage Stage, err error) *ProcessPlan {
+	p := &ProcessPlan{Identity: cp.identity(id, parent, role, pc)}
+	p.Crash = &Crash{Stage: stage, Error: crashText(err)}
+	return p
+}
+
+// crashText renders an error the way the process prints its last exception.
+func crashText(err error) string {
+	var ae *ArgError
+	if errors.As(err, &ae) {
+		return argparseExit(ae)
+	}
+	return err.Error()
+}
+
+// apiServer is a front end (run_server / run_multi_api_server): create_engine_config, then
+// launch_core_engines starts the local engine cores (or the Ray actors).
+func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount int) *ProcessPlan {
+	id := cp.id(report.RoleAPIServer, index)
+	pc, err := createEngineConfig(cp.engineInput(a, false))
+	if err != nil {
+		return cp.crashed(id, parent, report.RoleAPIServer, nil, StageConfig, err)
+	}
+	p := &ProcessPlan{Identity: cp.identity(id, parent, report.RoleAPIServer, pc)}
+	p.Identity.EngineID = cp.engineID
+	if apiCount > 1 && !(pc.LocalEnginesOnly() || pc.DataParallelRank == 0) {
+		// run_multi_api_server: assert parallel_config.local_engines_only or dp_rank == 0
+		p.Crash = &Crash{Stage: StageConfig, Error: bareAssertion.Error()}
+		return p
+	}
+	if pc.DataParallelBackend == "ray" {
+		return cp.rayFrontEnd(p, pc)
+	}
+	h, err := frontEndHandshake(pc, cp.localAddr())
+	if err != nil {
+		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
+		return p
+	}
+	if h.global != nil {
+		p.Rendezvous = append(p.Rendezvous, *h.global)
+	} else {
+		p.Rendezvous = append(p.Rendezvous, *h.local)
+	}
+	if pc.DataParallelRankLocal != nil {
+		// offline_mode: one local engine, CoreEngineProcManager(start_index=dp_rank,
+		// local_start_index=data_parallel_rank_local).
+		p.Children = append(p.Children, cp.engineCore(pc, pc.DataParallelRank, *pc.DataParallelRankLocal, id, h))
+	} else {
+		for i := 0; i < pc.DataParallelSizeLocal; i++ {
+			p.Children = append(p.Children, cp.engineCore(pc, pc.DataParallelRank+i, i, id, h))
+		}
+	}
+	p.ChildFailure = engineStartupFailure
+	return p
+}
+
+// engineCore is one EngineCoreProc: run_engine_core, its handshakes and DP group, its executor's
+// workers, and the scheduler side of the KV connector.
+func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int, parentID string, h engineHandshake) *ProcessPlan {
+	id := cp.id(report.RoleEngineCore, dpRank)
+	pc := parent.clone()
+	engineID, dpEngine, err := runEngineCore(pc, dpRank, localDPRank, cp.engineID, cp.args.KVTransfer != nil, cp.opts.Profile)
+	p := &ProcessPlan{Identity: cp.identity(id, parentID, report.RoleEngineCore, pc)}
+	p.Identity.EngineID = engineID
+	if err != nil {
+		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
+		return p
+	}
+	p.Rendezvous = h.engineHandshakes(pc, dpRank)
+	if dpEngine {
+		p.Rendezvous = append(p.Rendezvous, dpGroup(pc))
+	}
+	if err := cp.attachWorkers(p, pc, engineID); err != nil {
+		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
+		p.Rendezvous = nil
+		return p
+	}
+	cp.schedulerConnector(p, pc)
+	p.ChildFailure = workerStartupFailure
+	return p
+}
+
+// schedulerConnector is the scheduler side of the Mooncake store connector an engine core (or
+// Ray actor) builds: a LookupKeyClient at the path its own DP engine index gives.
+func (cp *cmdPlanner) schedulerConnector(p *ProcessPlan, pc *ParallelConfig) {
+	if !cp.hasStore {
+		return
+	}
+	idx, err := mooncakeDPEngineIndex(pc, cp.opts.Profile)
+	if err != nil {
+		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+		return
+	}
+	p.Identity.MooncakeDPIndex = intPtr(idx)
+	p.Identity.LookupPath = lookupPath(cp.env, cp.storeExtra, cp.node.Host, idx)
+	p.Identity.LookupRole = report.LookupClient
+	p.ConnectsLookup = true
+}
+
+// headless is run_headless (vllm/entrypoints/cli/serve.py): a replica's follower node
+// (node_rank_within_dp > 0) starts its workers directly through MultiprocExecutor; otherwise the
+// node's L engine cores start and handshake with the head's front end.
+func (cp *cmdPlanner) headless() *ProcessPlan {
+	id := cp.id(report.RoleHeadless, 0)
+	pc, err := createEngineConfig(cp.engineInput(cp.args, true))
+	if err != nil {
+		return cp.crashed(id, "", report.RoleHeadless, nil, StageConfig, err)
+	}
+	p := &ProcessPlan{Identity: cp.identity(id, "", report.RoleHeadless, pc)}
+	p.Identity.EngineID = cp.engineID
+	if pc.DataParallelSizeLocal <= 0 {
+		p.Crash = &Crash{Stage: StageConfig, Error: valueError("data_parallel_size_local must be > 0 in headless mode").Error()}
+		return p
+	}
+	nodeRank, err := pc.NodeRankWithinDP()
+	if err != nil {
+		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
+		return p
+	}
+	if nodeRank > 0 {
+		// Headless workers for multi-node TP/PP: no engine core, so the workers keep the values
+		// create_engine_config gave this node (data_parallel_rank_local stays None when D > 1).
+		if err := cp.attachWorkers(p, pc, cp.engineID); err != nil {
+			p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
+			return p
+		}
+		p.ChildFailure = workerStartupFailure
+		return p
+	}
+	h := headlessHandshake(pc)
+	for j := 0; j < pc.DataParallelSizeLocal; j++ {
+		p.Children = append(p.Children, cp.engineCore(pc, pc.DataParallelRank+j, j, id, h))
+	}
+	// CoreEngineProcManager.monitor_engine_liveness: an engine's death shuts the others down and
+	// run_headless returns.
+	p.StopsOnChildFailure = true
+	return p
+}
+
+// supervisor is run_dp_supervisor (vllm/entrypoints/openai/dp_supervisor.py): one external-LB
+// API server per local DP rank, each with its own engine core.
+func (cp *cmdPlanner) supervisor() *ProcessPlan {
+	id := cp.id(report.RoleDPSupervisor, 0)
+	p := &ProcessPlan{Identity: cp.identity(id, "", report.RoleDPSupervisor, nil)}
+	p.Identity.EngineID = cp.engineID
+	for i := 0; i < *cp.args.DataParallelSizeLocal; i++ {
+		child := supervisorChildArgs(cp.args, i)
+		p.Children = append(p.Children, cp.apiServer(child, *child.DataParallelRank, id, 1))
+	}
+	// DPSupervisor._monitor_children: a dead child shuts the others down, then the supervisor exits.
+	p.StopsOnChildFailure = true
+	return p
+}

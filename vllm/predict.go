@@ -1,0 +1,435 @@
+package vllm
+
+import (
+	"fmt"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/widetp/widetp/report"
+)
+
+// Deployment is every node of one scenario with the deployment-wide options.
+type Deployment struct {
+	Name    string
+	Model   Model
+	Profile Profile
+	Seed    string
+	Nodes   []Node
+}
+
+// Values the paper execution prints where a real run would wait and give up. They mirror what
+// vLLM's processes print when a peer never comes; the checks compare violation kinds, never
+// these texts.
+const (
+	// rendezvousTimeoutSeconds is torch.distributed's default TCPStore/process-group timeout
+	// (600 s), which vLLM keeps unless --distributed-timeout-seconds is given.
+	rendezvousTimeoutSeconds = 600
+	// segmentPortBase is the low end of the port range a Mooncake store client draws from when
+	// its local_hostname carries none (12300-14300, retrying on conflict); the model hands ports
+	// out in order from it, per segment host, so predicted segment names are unique and stable.
+	segmentPortBase = 12300
+)
+
+// Predict plans every node and executes the plans on paper, in vLLM's stage order:
+//
+//  1. config: a process with a Crash at StageConfig exits before starting children; otherwise
+//     its children start.
+//  2. engine init: Crash at StageEngineInit ends the process.
+//  3. rendezvous: each process joins its RendezvousPlans in order. A barrier completes when every
+//     rank 0..world_size-1 of it arrives, once, with one world size; it fails when a member can
+//     never arrive (it exited, never started, or failed an earlier barrier), on conflicting world
+//     sizes or duplicate ranks, or in a wait cycle. Every member that arrived at a failed barrier
+//     records Error and Missing and exits with the time-out vLLM would raise.
+//  4. connector init: workers adopt the engine_id their EngineIDFromRank names; a Crash at
+//     StageConnectorInit ends the process; the others register their segment and bind their
+//     lookup server.
+//  5. lookups: each live client is served by the live server with the highest BindSeq at its
+//     path on its host (libzmq's silent ipc takeover), else it records Lookup.Error.
+//
+// After every stage, failures cascade: a child that exits with an error makes its parent raise
+// ChildFailure (or stop cleanly when StopsOnChildFailure), and a process that exits shuts its
+// children down (exit code 0, as vLLM's workers and engine cores exit when their parent goes).
+// Lookup servers get BindSeq in host order: commands in order, processes in tree order. The
+// result is sorted by ID.
+func Predict(d Deployment) ([]report.Process, error) {
+	if len(d.Nodes) == 0 {
+		return nil, fmt.Errorf("predict %s: deployment has no nodes", d.Name)
+	}
+	opts := Options{Model: d.Model, Profile: d.Profile, Seed: d.Seed}
+	s := &sim{}
+	hosts := map[string]bool{}
+	for _, n := range d.Nodes {
+		if hosts[n.Host] {
+			return nil, fmt.Errorf("predict %s: host %q appears twice", d.Name, n.Host)
+		}
+		hosts[n.Host] = true
+		np, err := PlanNode(n, opts)
+		if err != nil {
+			return nil, fmt.Errorf("predict %s: %w", d.Name, err)
+		}
+		for _, top := range np.Commands {
+			s.add(top, nil)
+		}
+	}
+	s.run()
+	out := make([]report.Process, len(s.procs))
+	for i, p := range s.procs {
+		out[i] = p.rec
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// simProc is one process during the paper execution.
+type simProc struct {
+	plan     *ProcessPlan
+	rec      report.Process
+	parent   *simProc
+	children []*simProc
+	started  bool
+	exited   bool
+	// next is the index of the next RendezvousPlan to join; len(plan.Rendezvous) once all done.
+	next   int
+	failed []*simProc // children that exited with an error
+}
+
+func (p *simProc) alive() bool { return p.started && !p.exited }
+
+type sim struct {
+	procs []*simProc // every process, host order then tree order (preorder)
+}
+
+func (s *sim) add(plan *ProcessPlan, parent *simProc) *simProc {
+	p := &simProc{plan: plan, rec: plan.Identity, parent: parent}
+	s.procs = append(s.procs, p)
+	for _, c := range plan.Children {
+		p.children = append(p.children, s.add(c, p))
+	}
+	return p
+}
+
+func (s *sim) run() {
+	for _, p := range s.procs {
+		if p.parent == nil {
+			s.start(p)
+		}
+	}
+	for _, p := range s.procs {
+		if p.alive() && p.plan.Crash != nil && p.plan.Crash.Stage == StageEngineInit {
+			s.exit(p, 1, p.plan.Crash.Error)
+		}
+	}
+	s.rendezvous()
+	s.connectorInit()
+	s.lookups()
+}
+
+// start is a process starting: it raises at config, or it starts its children.
+func (s *sim) start(p *simProc) {
+	p.started = true
+	if p.plan.Crash != nil && p.plan.Crash.Stage == StageConfig {
+		s.exit(p, 1, p.plan.Crash.Error)
+		return
+	}
+	for _, c := range p.children {
+		if !p.alive() {
+			return
+		}
+		s.start(c)
+	}
+}
+
+// exit ends a process and cascades: its children shut down, and an error reaches its parent.
+func (s *sim) exit(p *simProc, code int, errText string) {
+	if p.exited || !p.started {
+		return
+	}
+	p.exited = true
+	p.rec.Exit = &report.Exit{Code: code, Error: errText}
+	for _, c := range p.children {
+		s.exit(c, 0, "")
+	}
+	par := p.parent
+	if (code == 0 && errText == "") || par == nil || !par.alive() {
+		return
+	}
+	par.failed = append(par.failed, p)
+	switch {
+	case par.plan.ChildFailure != "":
+		s.exit(par, 1, childFailureText(par))
+	case par.plan.StopsOnChildFailure:
+		s.exit(par, 0, "")
+	}
+}
+
+// childFailureText fills ChildFailurePlaceholder with the failed children as vLLM prints them:
+// a dict of engine core process names to exit codes.
+func childFailureText(par *simProc) string {
+	text := par.plan.ChildFailure
+	if !strings.HasSuffix(text, ChildFailurePlaceholder) {
+		return text
+	}
+	names := make([]string, 0, len(par.failed))
+	for _, c := range par.failed {
+		names = append(names, fmt.Sprintf("'%s': %d", engineProcName(par.rec.DataParallelSize, c.rec.DataParallelIndex), c.rec.Exit.Code))
+	}
+	return strings.TrimSuffix(text, ChildFailurePlaceholder) + "{" + strings.Join(names, ", ") + "}"
+}
+
+// member is one process's entry in a barrier.
+type member struct {
+	p    *simProc
+	idx  int // index in p.plan.Rendezvous
+	plan RendezvousPlan
+}
+
+type barrier struct {
+	address  string
+	members  []member
+	resolved bool
+}
+
+func (s *sim) rendezvous() {
+	byAddr := map[string]*barrier{}
+	var order []*barrier
+	for _, p := range s.procs {
+		for i, r := range p.plan.Rendezvous {
+			b := byAddr[r.Address]
+			if b == nil {
+				b = &barrier{address: r.Address}
+				byAddr[r.Address] = b
+				order = append(order, b)
+			}
+			b.members = append(b.members, member{p: p, idx: i, plan: r})
+		}
+	}
+	sort.Slice(order, func(i, j int) bool { return order[i].address < order[j].address })
+	for {
+		progress := false
+		for _, b := range order {
+			if !b.resolved && s.settle(b, false) {
+				progress = true
+			}
+		}
+		if progress {
+			continue
+		}
+		// Nothing moves: whatever still waits is a cycle of barriers waiting on each other; in a
+		// real run every one of them times out.
+		stuck := false
+		for _, b := range order {
+			if !b.resolved {
+				s.settle(b, true)
+				stuck = true
+			}
+		}
+		if !stuck {
+			return
+		}
+	}
+}
+
+// settle resolves a barrier if it can (or, with force, fails it); it reports whether it did.
+func (s *sim) settle(b *barrier, force bool) bool {
+	var arrived []member
+	gone := false
+	for _, m := range b.members {
+		switch {
+		case !m.p.alive():
+			gone = true
+		case m.p.next == m.idx:
+			arrived = append(arrived, m)
+		case m.p.next < m.idx && !force:
+			return false // this member is still busy with an earlier barrier
+		}
+	}
+	world, conflict := barrierShape(b, arrived)
+	if !gone && !force && conflict == "" && len(arrived) == world {
+		for _, m := range arrived {
+			m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{Kind: m.plan.Kind, Address: b.address})
+			m.p.next++
+		}
+		b.resolved = true
+		return true
+	}
+	missing := missingMembers(b, arrived, world)
+	msg := fmt.Sprintf("timed out after %ds: %d/%d members joined", rendezvousTimeoutSeconds, len(arrived), world)
+	if conflict != "" {
+		msg += "; " + conflict
+	}
+	b.resolved = true
+	for _, m := range arrived {
+		m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{
+			Kind: m.plan.Kind, Address: b.address, Error: msg, Missing: missing})
+	}
+	for _, m := range arrived {
+		s.exit(m.p, 1, rendezvousTimeoutError(b, m, len(arrived), world))
+	}
+	return true
+}
+
+// barrierShape is the world size the barrier's rank 0 serves (the TCPStore master's), and a
+// description of any inconsistency among the members that arrived.
+func barrierShape(b *barrier, arrived []member) (int, string) {
+	world := 0
+	for _, m := range b.members {
+		if m.plan.Rank == 0 {
+			world = m.plan.WorldSize
+			break
+		}
+	}
+	if world == 0 {
+		for _, m := range b.members {
+			world = max(world, m.plan.WorldSize)
+		}
+	}
+	seen := map[int]string{}
+	var problems []string
+	for _, m := range arrived {
+		if m.plan.WorldSize != world {
+			problems = append(problems, fmt.Sprintf("%s expects world size %d, rank 0 serves %d", m.p.rec.ID, m.plan.WorldSize, world))
+		}
+		if m.plan.Rank < 0 || m.plan.Rank >= world {
+			problems = append(problems, fmt.Sprintf("%s has rank %d outside world size %d", m.p.rec.ID, m.plan.Rank, world))
+		}
+		if other, dup := seen[m.plan.Rank]; dup {
+			problems = append(problems, fmt.Sprintf("rank %d claimed by %s and %s", m.plan.Rank, other, m.p.rec.ID))
+		}
+		seen[m.plan.Rank] = m.p.rec.ID
+	}
+	return world, strings.Join(problems, "; ")
+}
+
+// missingMembers names the ranks 0..world-1 that did not arrive: the process planned for a rank
+// when there is one, else "rank N".
+func missingMembers(b *barrier, arrived []member, world int) []string {
+	present := map[int]bool{}
+	for _, m := range arrived {
+		present[m.plan.Rank] = true
+	}
+	planned := map[int][]string{}
+	for _, m := range b.members {
+		planned[m.plan.Rank] = append(planned[m.plan.Rank], m.p.rec.ID)
+	}
+	var missing []string
+	for r := 0; r < world; r++ {
+		if present[r] {
+			continue
+		}
+		if ids := planned[r]; len(ids) > 0 {
+			missing = append(missing, ids...)
+		} else {
+			missing = append(missing, "rank "+strconv.Itoa(r))
+		}
+	}
+	return missing
+}
+
+// rendezvousTimeoutError is the exception a member of a failed barrier exits with: the front
+// end's and the engine's handshake time-outs (vllm/v1/engine/utils.py, core.py), or torch's
+// TCPStore time-out for process groups.
+func rendezvousTimeoutError(b *barrier, m member, arrived, world int) string {
+	handshake := false
+	for _, x := range b.members {
+		if x.plan.Rank == 0 && (x.p.rec.Role == report.RoleAPIServer) {
+			handshake = true
+		}
+	}
+	switch {
+	case handshake && m.p.rec.Role == report.RoleAPIServer:
+		return "TimeoutError: Timed out waiting for engines to send initial message on input socket."
+	case handshake:
+		return "RuntimeError: Did not receive response from front-end process within 5 minutes"
+	}
+	return fmt.Sprintf("torch.distributed.DistStoreError: Timed out after %d seconds waiting for clients. %d/%d clients joined.",
+		rendezvousTimeoutSeconds, arrived, world)
+}
+
+// connectorInit is stage 4 for every live process that completed its barriers.
+func (s *sim) connectorInit() {
+	ready := func(p *simProc) bool { return p.alive() && p.next == len(p.plan.Rendezvous) }
+	// The engine_id exchange runs over the workers' world, before the connector comes up.
+	worldByAddr := map[string]map[int]*simProc{}
+	for _, p := range s.procs {
+		for _, r := range p.plan.Rendezvous {
+			if r.Kind == RendezvousWorkers {
+				if worldByAddr[r.Address] == nil {
+					worldByAddr[r.Address] = map[int]*simProc{}
+				}
+				worldByAddr[r.Address][r.Rank] = p
+			}
+		}
+	}
+	for _, p := range s.procs {
+		if !ready(p) || p.plan.EngineIDFromRank == nil {
+			continue
+		}
+		for _, r := range p.plan.Rendezvous {
+			if r.Kind != RendezvousWorkers {
+				continue
+			}
+			if src := worldByAddr[r.Address][*p.plan.EngineIDFromRank]; src != nil {
+				p.rec.EngineID = src.plan.Identity.EngineID
+			}
+		}
+	}
+	var crashing []*simProc
+	segPorts := map[string]int{}
+	bindSeq := map[string]int{}
+	for _, p := range s.procs {
+		if !ready(p) {
+			continue
+		}
+		if c := p.plan.Crash; c != nil && c.Stage == StageConnectorInit {
+			crashing = append(crashing, p)
+			continue
+		}
+		if p.plan.RegistersSegment {
+			p.rec.Segment = segmentName(p.plan.SegmentHost, segPorts)
+		}
+		if p.plan.BindsLookup {
+			bindSeq[p.rec.Host]++
+			p.rec.BindSeq = bindSeq[p.rec.Host]
+		}
+	}
+	for _, p := range crashing {
+		s.exit(p, 1, p.plan.Crash.Error)
+	}
+}
+
+// segmentName is the Mooncake segment a worker registers: its local_hostname when that carries
+// a port, else host:port with the next port of the range for that host.
+func segmentName(host string, next map[string]int) string {
+	if _, port, err := net.SplitHostPort(host); err == nil && port != "" {
+		return host
+	}
+	port := segmentPortBase + next[host]
+	next[host]++
+	return hostPort(host, port)
+}
+
+// lookups is stage 5: every live client looks up once its whole host is up.
+func (s *sim) lookups() {
+	type key struct{ host, path string }
+	served := map[key]*simProc{}
+	for _, p := range s.procs {
+		if p.alive() && p.rec.BindSeq > 0 {
+			k := key{p.rec.Host, p.rec.LookupPath}
+			if cur := served[k]; cur == nil || p.rec.BindSeq > cur.rec.BindSeq {
+				served[k] = p
+			}
+		}
+	}
+	for _, p := range s.procs {
+		if !p.alive() || !p.plan.ConnectsLookup || p.next != len(p.plan.Rendezvous) {
+			continue
+		}
+		if srv := served[key{p.rec.Host, p.rec.LookupPath}]; srv != nil {
+			p.rec.Lookup = &report.Lookup{ServedBy: srv.rec.ID}
+		} else {
+			p.rec.Lookup = &report.Lookup{Error: "no lookup server answered at " + p.rec.LookupPath}
+		}
+	}
+}

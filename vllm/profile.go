@@ -1,0 +1,229 @@
+package vllm
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Profile pins the vLLM behaviours that changed over time: one value per Change. A scenario names
+// a profile (`main`, `pre-48061`) or a base profile plus changes (design.md, "Scenario file").
+type Profile struct {
+	// Name is the named profile, or "<base>+<change>=<value>,..." for a resolved map.
+	Name string `json:"name"`
+	// MooncakeDPIndex is the Mooncake store connector's DP engine index rule (PR #48061).
+	MooncakeDPIndex string `json:"mooncake_dp_index"`
+	// NNodesWithinDP is ParallelConfig.nnodes_within_dp's rounding (PR #53743).
+	NNodesWithinDP string `json:"nnodes_within_dp"`
+	// EngineIDDPSuffix is the DP rank run_engine_core appends to the KV engine_id (PR #46628).
+	EngineIDDPSuffix string `json:"engine_id_dp_suffix"`
+	// DenseExternalDP is whether create_engine_config lets a dense model use external DP.
+	DenseExternalDP string `json:"dense_external_dp"`
+	// EngineIDSync is how workers agree on the KV engine_id at init (PRs #39907, #44528).
+	EngineIDSync string `json:"engine_id_sync"`
+	// ExternalLBRank is whether --nnodes inference overrides an explicit --data-parallel-rank under
+	// external LB (PR #53743, second half).
+	ExternalLBRank string `json:"external_lb_rank"`
+}
+
+// Change values. The first value of each Change is the older behaviour.
+const (
+	MooncakeDPIndexLegacy = "legacy" // local rank when local_engines_only, asserting it is set
+	MooncakeDPIndexGlobal = "global" // data_parallel_index, always
+
+	NNodesWithinDPFloor = "floor" // nnodes // (D // L), can be 0
+	NNodesWithinDPClamp = "clamp" // max(nnodes // (D // L), 1)
+
+	EngineIDSuffixLocal  = "local"  // engine_id + "_dp{local_dp_rank}"
+	EngineIDSuffixGlobal = "global" // engine_id + "_dp{dp_rank}"
+
+	DenseExternalDPAllow  = "allow"
+	DenseExternalDPReject = "reject" // ValueError: Non-MoE models do not support external data parallel mode
+
+	EngineIDSyncNone = "none"  // each CLI parse keeps its own uuid4
+	EngineIDSyncTP   = "tp"    // workers take TP rank 0's engine_id (PR #39907)
+	EngineIDSyncTPPP = "tp_pp" // then PP rank 0's, across the PP group too (PR #44528)
+
+	ExternalLBRankInfer    = "infer"    // the rank inferred from --node-rank overrides an explicit one
+	ExternalLBRankExplicit = "explicit" // an explicit rank is kept; ambiguous inference is an error
+)
+
+// Change is one general rule of vLLM that changed over time, and the values a profile can pin.
+type Change struct {
+	Name string
+	// Values lists the accepted values, older behaviour first.
+	Values []string
+	// Doc says what the rule is and where it changed.
+	Doc string
+	get func(*Profile) *string
+}
+
+// changes is the catalog, in the order of the design contract (the first four) then the ones
+// added for the bugs that needed them (documented in the report and the README).
+var changes = []Change{
+	{
+		Name:   "mooncake_dp_index",
+		Values: []string{MooncakeDPIndexLegacy, MooncakeDPIndexGlobal},
+		Doc: "Mooncake store connector's DP engine index (vLLM PR #48061): legacy = " +
+			"data_parallel_rank_local when local_engines_only (bare AssertionError when it is None), " +
+			"else data_parallel_index; global = data_parallel_index always",
+		get: func(p *Profile) *string { return &p.MooncakeDPIndex },
+	},
+	{
+		Name:   "nnodes_within_dp",
+		Values: []string{NNodesWithinDPFloor, NNodesWithinDPClamp},
+		Doc: "ParallelConfig.nnodes_within_dp (vLLM PR #53743): floor = nnodes // (D // L), which is 0 " +
+			"when external-LB replicas outnumber nodes (ZeroDivisionError); clamp = max(that, 1)",
+		get: func(p *Profile) *string { return &p.NNodesWithinDP },
+	},
+	{
+		Name:   "engine_id_dp_suffix",
+		Values: []string{EngineIDSuffixLocal, EngineIDSuffixGlobal},
+		Doc: "DP suffix of the KV engine_id in run_engine_core and the Ray actor manager (vLLM PR " +
+			"#46628): local = _dp{local_dp_rank}; global = _dp{dp_rank}",
+		get: func(p *Profile) *string { return &p.EngineIDDPSuffix },
+	},
+	{
+		Name:   "dense_external_dp",
+		Values: []string{DenseExternalDPAllow, DenseExternalDPReject},
+		Doc: "create_engine_config for a dense model with data_parallel_size > 1 and external LB: " +
+			"allow, or reject with ValueError (Non-MoE models do not support external data parallel mode)",
+		get: func(p *Profile) *string { return &p.DenseExternalDP },
+	},
+	{
+		Name:   "engine_id_sync",
+		Values: []string{EngineIDSyncNone, EngineIDSyncTP, EngineIDSyncTPPP},
+		Doc: "KV engine_id agreement at worker init (vLLM PRs #39907, #44528): none = every CLI parse " +
+			"keeps its own uuid4 (headless followers differ from the head); tp = broadcast from TP rank 0; " +
+			"tp_pp = then from PP rank 0 as well",
+		get: func(p *Profile) *string { return &p.EngineIDSync },
+	},
+	{
+		Name:   "external_lb_rank",
+		Values: []string{ExternalLBRankInfer, ExternalLBRankExplicit},
+		Doc: "external LB with --nnodes (vLLM PR #53743): infer = the rank inferred from --node-rank " +
+			"overrides an explicit --data-parallel-rank; explicit = an explicit rank is kept, and without " +
+			"one more DP ranks than nodes is a ValueError",
+		get: func(p *Profile) *string { return &p.ExternalLBRank },
+	},
+}
+
+// Changes lists every change a profile pins, for --help and the README.
+func Changes() []Change {
+	out := make([]Change, len(changes))
+	copy(out, changes)
+	return out
+}
+
+// mainProfile is vLLM main today: every change at its newest behaviour.
+func mainProfile() Profile {
+	p := Profile{Name: "main"}
+	for _, c := range changes {
+		*c.get(&p) = c.Values[len(c.Values)-1]
+	}
+	return p
+}
+
+// namedProfiles are the profiles a scenario can name.
+var namedProfiles = map[string]func() Profile{
+	"main": mainProfile,
+	"pre-48061": func() Profile {
+		p := mainProfile()
+		p.Name = "pre-48061"
+		p.MooncakeDPIndex = MooncakeDPIndexLegacy
+		return p
+	},
+}
+
+// ProfileNames lists the named profiles, sorted.
+func ProfileNames() []string {
+	names := make([]string, 0, len(namedProfiles))
+	for n := range namedProfiles {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ProfileNamed returns a named profile.
+func ProfileNamed(name string) (Profile, error) {
+	mk, ok := namedProfiles[name]
+	if !ok {
+		return Profile{}, fmt.Errorf("unknown profile %q (known: %s)", name, strings.Join(ProfileNames(), ", "))
+	}
+	return mk(), nil
+}
+
+// ResolveProfile returns the named base profile with the given changes applied. An unknown base,
+// change or value is an error naming it and listing what is accepted.
+func ResolveProfile(base string, set map[string]string) (Profile, error) {
+	p, err := ProfileNamed(base)
+	if err != nil {
+		return Profile{}, err
+	}
+	if len(set) == 0 {
+		return p, nil
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	applied := make([]string, 0, len(names))
+	for _, n := range names {
+		c, ok := changeNamed(n)
+		if !ok {
+			known := make([]string, len(changes))
+			for i, k := range changes {
+				known[i] = k.Name
+			}
+			return Profile{}, fmt.Errorf("profile %s: unknown change %q (known: %s)", base, n, strings.Join(known, ", "))
+		}
+		v := set[n]
+		if !contains(c.Values, v) {
+			return Profile{}, fmt.Errorf("profile %s: change %s: unknown value %q (accepted: %s)", base, n, v, strings.Join(c.Values, ", "))
+		}
+		*c.get(&p) = v
+		applied = append(applied, n+"="+v)
+	}
+	p.Name = base + "+" + strings.Join(applied, ",")
+	return p, nil
+}
+
+func changeNamed(name string) (Change, bool) {
+	for _, c := range changes {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return Change{}, false
+}
+
+// Validate reports a profile whose values are not all known (a zero Profile, or one built by hand).
+func (p Profile) Validate() error {
+	for _, c := range changes {
+		v := *c.get(&p)
+		if !contains(c.Values, v) {
+			return fmt.Errorf("profile %q: change %s has value %q (accepted: %s)", p.Name, c.Name, v, strings.Join(c.Values, ", "))
+		}
+	}
+	return nil
+}
+
+// Value returns the profile's value for a change by name.
+func (p Profile) Value(change string) (string, bool) {
+	c, ok := changeNamed(change)
+	if !ok {
+		return "", false
+	}
+	return *c.get(&p), true
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}

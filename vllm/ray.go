@@ -1,0 +1,115 @@
+package vllm
+
+import (
+	"github.com/widetp/widetp/report"
+)
+
+// rayFrontEnd is launch_core_engines with data_parallel_backend=ray: CoreEngineActorManager
+// (vllm/v1/engine/utils.py) creates one engine actor per DP rank from placement groups and yields
+// without the ZMQ handshake; the front end waits on ray.get of the actors' init.
+//
+// The simulation runs every actor and its workers on the command's host; the per-node ordinal
+// (data_parallel_rank_local) is the one vLLM computes for a cluster of nodes like this one.
+func (cp *cmdPlanner) rayFrontEnd(p *ProcessPlan, pc *ParallelConfig) *ProcessPlan {
+	local, err := rayLocalDPRanks(pc, cp.gpus, cp.env.rayDPPackStrategy)
+	if err != nil {
+		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
+		return p
+	}
+	for i := 0; i < pc.DataParallelSize; i++ {
+		p.Children = append(p.Children, cp.rayActor(pc, i, local[i], p.Identity.ID))
+	}
+	p.ChildFailure = rayActorFailure
+	return p
+}
+
+// rayActor is one DP engine actor: DPMoEEngineCoreActor when D > 1 and the model is MoE, else
+// EngineCoreActor. The actor manager suffixes the engine_id of every actor when D > 1
+// (_dp{local_index} before PR #46628, _dp{dp_rank} after).
+func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, parentID string) *ProcessPlan {
+	id := cp.id(report.RoleRayActor, index)
+	pc := parent.clone()
+	pc.DataParallelRankLocal = intPtr(localIndex)
+	pc.DataParallelIndex = index
+	engineID := ""
+	if cp.args.KVTransfer != nil {
+		engineID = cp.engineID
+		if pc.DataParallelSize > 1 {
+			engineID = engineIDWithDPSuffix(cp.engineID, index, localIndex, cp.opts.Profile)
+		}
+	}
+	moe := pc.DataParallelSize > 1 && pc.IsMoEModel
+	var err error
+	if moe {
+		pc.DataParallelRank = index
+	} else {
+		err = pc.reconfigureForIndependentDPRank()
+	}
+	p := &ProcessPlan{Identity: cp.identity(id, parentID, report.RoleRayActor, pc)}
+	p.Identity.EngineID = engineID
+	if err != nil {
+		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
+		return p
+	}
+	if moe {
+		p.Rendezvous = append(p.Rendezvous, dpGroup(pc))
+	}
+	if err := cp.attachWorkers(p, pc, engineID); err != nil {
+		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
+		p.Rendezvous = nil
+		return p
+	}
+	cp.schedulerConnector(p, pc)
+	p.ChildFailure = rayActorFailure
+	return p
+}
+
+// rayLocalDPRanks is CoreEngineActorManager.create_dp_placement_groups' local_dp_ranks for a
+// homogeneous Ray cluster whose nodes have this node's device count: the DP master node takes
+// data_parallel_size_local ranks, then each further node takes (strict) that many again, (fill)
+// as many as fit, or (span) one rank spread over several nodes; a rank's local index is its
+// ordinal on its node.
+func rayLocalDPRanks(pc *ParallelConfig, gpus int, strategy string) ([]int, error) {
+	D, L, ws := pc.DataParallelSize, pc.DataParallelSizeLocal, pc.WorldSize
+	switch strategy {
+	case "strict", "fill", "span":
+	default:
+		return nil, valueError("%s is not supported. Make sure to set `VLLM_RAY_DP_PACK_STRATEGY` to one of ('strict', 'fill', 'span')", strategy)
+	}
+	local := make([]int, 0, D)
+	if strategy == "span" {
+		if ws <= gpus {
+			return nil, assertionError("World size %d is smaller than the maximum number of devices per node %d. Make sure to set `VLLM_RAY_DP_PACK_STRATEGY` to `strict` or `fill`", ws, gpus)
+		}
+		if ws%gpus != 0 {
+			return nil, assertionError("For multi-node data parallel groups, world_size (%d) must be a multiple of number of devices per node (%d).", ws, gpus)
+		}
+		if L != 1 {
+			return nil, assertionError("data-parallel-size-local %d should be set as the default (1) for VLLM_RAY_DP_PACK_STRATEGY=span. The actual data-parallel-size-local will be auto determined.", L)
+		}
+		for i := 0; i < D; i++ {
+			local = append(local, 0)
+		}
+		return local, nil
+	}
+	avail := gpus / ws
+	if avail < L {
+		return nil, valueError("Not enough resources to allocate %d DP ranks on DP master node %s, possible to fit %d DP ranks.", L, pc.DataParallelMasterIP, avail)
+	}
+	perNode := L
+	if strategy == "fill" {
+		perNode = avail
+	}
+	for i := 0; i < L && len(local) < D; i++ {
+		local = append(local, i)
+	}
+	if len(local) < D && perNode == 0 {
+		return nil, valueError("Not enough resources to allocate %d placement groups, only created %d placement groups.", D, len(local))
+	}
+	for len(local) < D {
+		for i := 0; i < perNode && len(local) < D; i++ {
+			local = append(local, i)
+		}
+	}
+	return local, nil
+}

@@ -1,0 +1,162 @@
+package vllm
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+)
+
+// Rendezvous kinds (report.Rendezvous.Kind).
+const (
+	// RendezvousWorkers is the torch process group of a replica's workers (its world group).
+	RendezvousWorkers = "workers"
+	// RendezvousDP is a data-parallel barrier: an engine core handshake with its front end, or the
+	// DP process group of MoE engine cores.
+	RendezvousDP = "dp"
+)
+
+// Port offsets and bases of the model's rendezvous addresses. vLLM meets at some of these
+// through ports it draws at random on the head and ships in the engine handshake, or through
+// private ipc paths; the model needs an address every member can compute alone, so it derives
+// one and documents it here.
+const (
+	// dpGroupPortOffset: the MoE DP group (ParallelConfig.stateless_init_dp_group) meets at
+	// data_parallel_master_ip : data_parallel_rpc_port + 1. vLLM uses a port from
+	// _data_parallel_master_port_list, drawn on the head and shipped in the handshake.
+	dpGroupPortOffset = 1
+	// dpWorldPortOffset: workers of a single-node replica whose torch world spans DP ranks
+	// (MoE, data_parallel_size > 1, nnodes == 1) meet at data_parallel_master_ip :
+	// data_parallel_rpc_port + 2 (vLLM: get_next_dp_init_port(), from the same shipped list).
+	dpWorldPortOffset = 2
+	// localPortBase, localPortStride: rendezvous that vLLM keeps on one host (the engine
+	// handshake over a private ipc path when all engines are local; a single-node replica's
+	// torch world on a free loopback port) use <host>:localPortBase + localPortStride*command +
+	// slot, slots numbered in planning order, so co-located commands never share one. 40000 is
+	// above vLLM's defaults (29500-29551 DP and torch ports, 8000 API) and the stride of 256 leaves
+	// room for 255 local rendezvous per command and 99 commands per host below 65535.
+	localPortBase   = 40000
+	localPortStride = 256
+)
+
+func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// engineHandshake is where a front end and the engine cores it launches meet
+// (vllm/v1/engine/utils.py launch_core_engines and CoreEngineProcManager).
+type engineHandshake struct {
+	// global is the handshake at data_parallel_master_ip:data_parallel_rpc_port (rank 0's front
+	// end waits there for every engine when any engine is remote); nil when the handshake is local.
+	global *RendezvousPlan
+	// local is the front end's own handshake on its host (all engines local, or a dp_rank > 0
+	// front end in hybrid/external LB, whose engines also join the global one).
+	local *RendezvousPlan
+	// engineRank maps an engine's DP index to its rank in each handshake.
+	globalRank func(index int) int
+	localRank  func(index int) int
+}
+
+// frontEndHandshake is launch_core_engines' choice of handshake for a front end whose config is
+// pc; localAddr is the host-local address the planner reserved for it.
+//
+//	offline_mode = data_parallel_rank_local is not None           -> engines [dp_rank]
+//	dp_rank == 0                                                  -> engines 0..D-1
+//	else (must be local_engines_only)                             -> engines dp_rank..dp_rank+L-1
+//	handshake_local_only = offline_mode or L == D
+//	local_engines_only and dp_rank > 0: the front end binds a private ipc path for its local
+//	engines, which also handshake at rank 0's tcp://dp_master_ip:rpc_port.
+func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, error) {
+	D, L, dpRank := pc.DataParallelSize, pc.DataParallelSizeLocal, pc.DataParallelRank
+	offline := pc.DataParallelRankLocal != nil
+	global := hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort)
+	switch {
+	case offline:
+		return engineHandshake{
+			local:     &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: 2, Rank: 0},
+			localRank: func(int) int { return 1 },
+		}, nil
+	case dpRank == 0:
+		h := engineHandshake{globalRank: func(i int) int { return 1 + i }}
+		if L == D {
+			h.local = &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: D + 1, Rank: 0}
+			h.localRank, h.globalRank = h.globalRank, nil
+			return h, nil
+		}
+		h.global = &RendezvousPlan{Kind: RendezvousDP, Address: global, WorldSize: D + 1, Rank: 0}
+		return h, nil
+	case !pc.LocalEnginesOnly():
+		return engineHandshake{}, assertionError("Attempting to launch core_engines from dp_rank > 0, but found internal DPLB, which is incompatible.")
+	default:
+		return engineHandshake{
+			local:      &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: L + 1, Rank: 0},
+			localRank:  func(i int) int { return 1 + i - dpRank },
+			globalRank: func(i int) int { return 1 + i },
+		}, nil
+	}
+}
+
+// engineHandshakes is the handshakes an engine core with DP index `index` joins, in order.
+func (h engineHandshake) engineHandshakes(pc *ParallelConfig, index int) []RendezvousPlan {
+	var out []RendezvousPlan
+	if h.globalRank != nil {
+		out = append(out, RendezvousPlan{Kind: RendezvousDP,
+			Address:   hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort),
+			WorldSize: pc.DataParallelSize + 1, Rank: h.globalRank(index)})
+	}
+	if h.local != nil {
+		out = append(out, RendezvousPlan{Kind: RendezvousDP, Address: h.local.Address,
+			WorldSize: h.local.WorldSize, Rank: h.localRank(index)})
+	}
+	return out
+}
+
+// headlessHandshake is run_headless's: its engines handshake with the head's front end at
+// tcp://data_parallel_master_ip:data_parallel_rpc_port, where rank 0's front end waits for all D.
+func headlessHandshake(pc *ParallelConfig) engineHandshake {
+	return engineHandshake{globalRank: func(i int) int { return 1 + i }}
+}
+
+// dpGroup is the stateless DP process group a DPEngineCoreProc (MoE, DP > 1) joins in
+// _init_data_parallel: all D engine cores of the deployment, rank = data_parallel_rank.
+func dpGroup(pc *ParallelConfig) RendezvousPlan {
+	addr := hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort+dpGroupPortOffset)
+	if pc.offline {
+		// Offline SPMD: VLLM_DP_MASTER_IP:VLLM_DP_MASTER_PORT, the first port get_next_dp_init_port
+		// hands out.
+		addr = hostPort(pc.DataParallelMasterIP, pc.DataParallelMasterPort)
+	}
+	return RendezvousPlan{Kind: RendezvousDP, Address: addr, WorldSize: pc.DataParallelSize, Rank: pc.DataParallelRank}
+}
+
+// workersWorld is the torch world a worker joins (vllm/distributed/parallel_state.py
+// init_distributed_environment), given the worker's config pc and its replica rank:
+//
+//	if nnodes > 1 or data_parallel_size > 1:
+//	    rank = data_parallel_rank * world_size + rank; world_size = world_size_across_dp
+//	    nnodes > 1: tcp://master_addr:master_port
+//	    else:       tcp://data_parallel_master_ip:<next DP init port>
+//	else: MultiprocExecutor's distributed_init_method (loopback, a free port): localAddr
+func workersWorld(pc *ParallelConfig, rank int, localAddr string) RendezvousPlan {
+	if pc.NNodes > 1 || pc.DataParallelSize > 1 {
+		addr := hostPort(pc.MasterAddr, pc.MasterPort)
+		if pc.NNodes == 1 {
+			addr = hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort+dpWorldPortOffset)
+			if pc.offline {
+				// The engine core took VLLM_DP_MASTER_PORT for its DP group before the
+				// executor pickled the config, so the workers get the next port.
+				addr = hostPort(pc.DataParallelMasterIP, pc.DataParallelMasterPort+1)
+			}
+		}
+		return RendezvousPlan{Kind: RendezvousWorkers, Address: addr,
+			WorldSize: pc.WorldSizeAcrossDP(), Rank: pc.DataParallelRank*pc.WorldSize + rank}
+	}
+	return RendezvousPlan{Kind: RendezvousWorkers, Address: localAddr, WorldSize: pc.WorldSize, Rank: rank}
+}
+
+// replicaName names the replica a worker world slot belongs to: the world's address and the DP
+// slot (the world spans all DP replicas of a MoE deployment, one slot per replica).
+func replicaName(world RendezvousPlan, pc *ParallelConfig) string {
+	slot := 0
+	if world.WorldSize > pc.WorldSize && pc.WorldSize > 0 {
+		slot = world.Rank / pc.WorldSize
+	}
+	return fmt.Sprintf("%s/dp%d", world.Address, slot)
+}
