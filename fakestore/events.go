@@ -21,7 +21,10 @@ type eventLog struct {
 	events []api.Event
 	last   uint64
 	wake   chan struct{}
-	done   chan struct{} // closed when the server shuts down: releases every waiter
+	// armed is set when a waiter took wake: only then does an append need to close and replace
+	// it (an append with nobody waiting allocates nothing for wake-ups).
+	armed bool
+	done  chan struct{} // closed when the server shuts down: releases every waiter
 	// waiting counts long polls blocked right now (tests use it to know a waiter is parked).
 	waiting atomic.Int64
 }
@@ -36,8 +39,11 @@ func (l *eventLog) append(e api.Event) api.Event {
 	l.last++
 	e.Seq = l.last
 	l.events = append(l.events, e)
-	close(l.wake)
-	l.wake = make(chan struct{})
+	if l.armed {
+		close(l.wake)
+		l.wake = make(chan struct{})
+		l.armed = false
+	}
 	l.mu.Unlock()
 	return e
 }
@@ -67,10 +73,12 @@ func (l *eventLog) wait(ctx context.Context, since uint64, d time.Duration) ([]a
 	for {
 		l.mu.Lock()
 		evs, last, wake := l.sinceLocked(since), l.last, l.wake
-		l.mu.Unlock()
 		if len(evs) > 0 || d <= 0 {
+			l.mu.Unlock()
 			return evs, last
 		}
+		l.armed = true
+		l.mu.Unlock()
 		if timer == nil {
 			timer = time.NewTimer(d)
 			defer timer.Stop()

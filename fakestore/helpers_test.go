@@ -51,3 +51,5 @@ func bounded(t testing.TB, d time.Duration) context.Context {
 func isDuplicate(err error) bool { return client.IsDuplicate(err) }
 
 func isNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }
+
+func parkedOne(tb testing.TB, s *fakestore.Server) { fakestore.WaitParked(tb, s) }

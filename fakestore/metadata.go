@@ -100,12 +100,11 @@ func (s *Server) metadataCPP(x *exchange, r *http.Request, body []byte) {
 		writeText(x, http.StatusNotFound, ctNone, bodyCinatra404)
 		return
 	}
-	key, ok := metadataKey(r, FlavorCPP)
+	key, ok := x.key, x.keyOK
 	if !ok || key == "" {
 		writeText(x, http.StatusBadRequest, ctNone, bodyMissingKeyCPP)
 		return
 	}
-	x.key = key
 	switch r.Method {
 	case http.MethodGet:
 		if v, found := s.metaGet(key); found {
@@ -137,12 +136,11 @@ func (s *Server) metadataPython(x *exchange, r *http.Request, body []byte) {
 		return
 	}
 	// The route takes every method; the key is checked before the method.
-	key, ok := metadataKey(r, FlavorPython)
+	key, ok := x.key, x.keyOK
 	if !ok || key == "" {
 		writeText(x, http.StatusBadRequest, ctJSONUTF8, bodyMissingKeyPython)
 		return
 	}
-	x.key = key
 	switch r.Method {
 	case http.MethodGet:
 		if v, found := s.metaGet(key); found {
@@ -191,13 +189,12 @@ func (s *Server) metadataGo(x *exchange, r *http.Request, body []byte) {
 		writeText(x, http.StatusNotFound, ctTextPlain, bodyGin404)
 		return
 	}
-	key, ok := metadataKey(r, FlavorGo)
+	key, ok := x.key, x.keyOK
 	if !ok {
 		writeText(x, http.StatusBadRequest, ctJSONUTF8, bodyInvalidRequest)
 		return
 	}
 	// The go example uses the key as given, even empty.
-	x.key = key
 	switch r.Method {
 	case http.MethodGet:
 		if v, found := s.metaGet(key); found {

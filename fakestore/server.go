@@ -214,10 +214,12 @@ func (s *Server) Sweep() {
 // exchange is one request in flight: the response writer plus what the event log records.
 type exchange struct {
 	http.ResponseWriter
-	status  int
-	peer    string
-	op      string
-	key     string
+	status int
+	peer   string
+	op     string
+	key    string
+	// keyOK is false when the metadata query's percent-encoding is broken.
+	keyOK   bool
 	code    api.Code
 	process string
 	fault   string
@@ -305,8 +307,15 @@ func (s *Server) Handler(listener api.Plane) http.Handler {
 			x.dropped = true
 			return
 		}
-		sc.op, sc.key, sc.client = s.classify(plane, r, body)
-		x.op, x.key = sc.op, sc.key
+		if plane == api.PlaneMetadata {
+			// Parsed once here; the flavor's handler reads x.key and x.keyOK.
+			x.key, x.keyOK = metadataKey(r, s.cfg.Flavor)
+			sc.op, sc.key = r.Method, x.key
+		} else {
+			sc.op, sc.key, sc.client = s.classify(plane, r, body)
+			x.key = sc.key
+		}
+		x.op = sc.op
 		if f := s.faults.take(api.FaultLatency, sc, now); f != nil {
 			x.fault = f.ID
 			t := time.NewTimer(time.Duration(f.Latency))
@@ -372,9 +381,6 @@ func readBody(r *http.Request, max int64) (body []byte, n int64, err error) {
 // classify names a request for events and fault scopes: (operation, key, client id).
 func (s *Server) classify(plane api.Plane, r *http.Request, body []byte) (op, key, client string) {
 	switch plane {
-	case api.PlaneMetadata:
-		k, _ := metadataKey(r, s.cfg.Flavor)
-		return r.Method, k, ""
 	case api.PlaneMaster:
 		op = strings.TrimPrefix(r.URL.Path, api.MasterPathPrefix)
 		var probe struct {
