@@ -22,7 +22,7 @@ const (
 )
 
 // join is every rank but 0: connect (retrying), say hello, wait for the verdict.
-func join(ctx context.Context, m Member, cfg Config) error {
+func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 	host, port, _ := net.SplitHostPort(m.Address)
 	connectBy := time.Now().Add(cfg.Timeout)
 	cctx, cancel := context.WithDeadline(ctx, connectBy)
@@ -40,9 +40,9 @@ func join(ctx context.Context, m Member, cfg Config) error {
 		case <-cctx.Done():
 			t.Stop()
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return Result{}, ctx.Err()
 			}
-			return &Error{
+			return Result{}, &Error{
 				Python: fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying to connect to (%s, %s).",
 					cfg.Timeout.Milliseconds(), host, port),
 				Missing: []string{rankName(0)},
@@ -54,21 +54,21 @@ func join(ctx context.Context, m Member, cfg Config) error {
 	defer stop()
 
 	conn.SetDeadline(time.Now().Add(cfg.Timeout + verdictGrace))
-	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID}); err != nil {
-		return lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
+	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID, Value: m.Value}); err != nil {
+		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
 	}
 	line, err := bufio.NewReaderSize(conn, maxHello).ReadSlice('\n')
 	if err != nil {
-		return lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
+		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
 	}
 	var v verdict
 	if err := json.Unmarshal(line, &v); err != nil {
-		return &Error{Python: fmt.Sprintf("RuntimeError: rendezvous at %s: rank 0 answered %q: %v", m.Address, line, err)}
+		return Result{}, &Error{Python: fmt.Sprintf("RuntimeError: rendezvous at %s: rank 0 answered %q: %v", m.Address, line, err)}
 	}
 	if !v.OK {
-		return &Error{Python: v.Error, Missing: v.Missing}
+		return Result{}, &Error{Python: v.Error, Missing: v.Missing}
 	}
-	return nil
+	return Result{Values: v.Values}, nil
 }
 
 func dial(ctx context.Context, cfg Config, host, port string) (net.Conn, error) {

@@ -26,6 +26,15 @@ type Member struct {
 	Rank      int
 	// ID names the process in the other members' logs.
 	ID string
+	// Value is what this member brings to the barrier; every member leaves with every member's
+	// value (torch's store exchange: vLLM broadcasts the KV engine_id this way at worker init).
+	Value string
+}
+
+// Result is a completed barrier.
+type Result struct {
+	// Values are the members' values, by rank.
+	Values map[int]string
 }
 
 func (m Member) validate() error {
@@ -82,15 +91,15 @@ func (e *Error) Error() string { return e.Python }
 
 // Join takes part in the barrier and returns once all WorldSize members arrived, or an *Error once
 // the barrier cannot complete (other errors mean bad input). ctx cancels the wait.
-func Join(ctx context.Context, m Member, cfg Config) error {
+func Join(ctx context.Context, m Member, cfg Config) (Result, error) {
 	if err := m.validate(); err != nil {
-		return err
+		return Result{}, err
 	}
 	if err := cfg.validate(); err != nil {
-		return err
+		return Result{}, err
 	}
 	if m.WorldSize == 1 {
-		return nil
+		return Result{Values: map[int]string{0: m.Value}}, nil
 	}
 	if m.Rank == 0 {
 		return serve(ctx, m, cfg)
@@ -104,12 +113,15 @@ type hello struct {
 	WorldSize int    `json:"world_size"`
 	Rank      int    `json:"rank"`
 	ID        string `json:"id"`
+	Value     string `json:"value,omitempty"`
 }
 
 type verdict struct {
-	OK      bool     `json:"ok,omitempty"`
-	Error   string   `json:"error,omitempty"`
-	Missing []string `json:"missing,omitempty"`
+	OK bool `json:"ok,omitempty"`
+	// Values are every member's value by rank (with OK).
+	Values  map[int]string `json:"values,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	Missing []string       `json:"missing,omitempty"`
 }
 
 func rankName(r int) string { return "rank " + strconv.Itoa(r) }

@@ -29,6 +29,12 @@ const timeout = 10 * time.Second
 
 func cfg(d time.Duration) Config { return Config{Timeout: d, ListenIP: "127.0.0.1"} }
 
+// joinErr is Join when only the outcome matters.
+func joinErr(ctx context.Context, m Member, c Config) error {
+	_, err := Join(ctx, m, c)
+	return err
+}
+
 // joinAll runs one Join per member concurrently and returns their results by rank.
 func joinAll(ctx context.Context, members []Member, c Config) map[int]error {
 	var mu sync.Mutex
@@ -36,7 +42,7 @@ func joinAll(ctx context.Context, members []Member, c Config) map[int]error {
 	var wg sync.WaitGroup
 	for _, m := range members {
 		wg.Go(func() {
-			err := Join(ctx, m, c)
+			err := joinErr(ctx, m, c)
 			mu.Lock()
 			out[m.Rank] = err
 			mu.Unlock()
@@ -70,8 +76,38 @@ func TestAllMembersMeet(t *testing.T) {
 	}
 }
 
+// TestEveryMemberLeavesWithEveryValue: vLLM's workers exchange the KV engine_id through the
+// torch store at init (vllm/distributed/kv_transfer/kv_connector/utils.py, PRs #39907 and #44528).
+func TestEveryMemberLeavesWithEveryValue(t *testing.T) {
+	addr := freeAddr(t)
+	want := map[int]string{}
+	var mu sync.Mutex
+	got := map[int]map[int]string{}
+	var wg sync.WaitGroup
+	for r := range 4 {
+		want[r] = fmt.Sprintf("engine-%d", r)
+	}
+	for r := range 4 {
+		wg.Go(func() {
+			res, err := Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 4, Rank: r, Value: want[r]}, cfg(timeout))
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+			}
+			mu.Lock()
+			got[r] = res.Values
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for r := range 4 {
+		if fmt.Sprint(got[r]) != fmt.Sprint(want) {
+			t.Errorf("rank %d left with %v, want %v", r, got[r], want)
+		}
+	}
+}
+
 func TestWorldOfOneNeedsNoPeer(t *testing.T) {
-	if err := Join(context.Background(), Member{Kind: "dp", Address: "127.0.0.1:1", WorldSize: 1}, cfg(time.Millisecond)); err != nil {
+	if err := joinErr(context.Background(), Member{Kind: "dp", Address: "127.0.0.1:1", WorldSize: 1}, cfg(time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -100,7 +136,7 @@ func TestMissingRankEndsTheBarrierForEveryoneWhoCame(t *testing.T) {
 func TestRank0NeverComes(t *testing.T) {
 	addr := freeAddr(t)
 	start := time.Now()
-	err := Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 2, Rank: 1}, cfg(300*time.Millisecond))
+	err := joinErr(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 2, Rank: 1}, cfg(300*time.Millisecond))
 	var re *Error
 	if !errors.As(err, &re) {
 		t.Fatalf("Join without rank 0: %v", err)
@@ -120,10 +156,10 @@ func TestMemberThatLeavesBeforeCompletionIsMissing(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 2)
 	go func() {
-		errs <- Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Second))
+		errs <- joinErr(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Second))
 	}()
 	// Rank 1 joins, then its process "dies": its connection closes before rank 2 ever comes.
-	go func() { errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(timeout)) }()
+	go func() { errs <- joinErr(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(timeout)) }()
 	waitListening(t, addr)
 	cancel()
 	var rank0 *Error
@@ -173,12 +209,12 @@ func TestRefusedMembers(t *testing.T) {
 			// afterwards, so a refusal must not have spoilt the barrier for the good members.
 			first := make(chan map[int]error, 1)
 			go func() { first <- joinAll(context.Background(), members("workers", addr, 3, 0, 1), cfg(timeout)) }()
-			err := Join(context.Background(), tc.bad, cfg(timeout))
+			err := joinErr(context.Background(), tc.bad, cfg(timeout))
 			var re *Error
 			if !errors.As(err, &re) || !strings.Contains(re.Python, tc.errHas) || !strings.HasPrefix(re.Python, "RuntimeError: ") {
 				t.Fatalf("%s: %v, want RuntimeError containing %q", tc.source, err, tc.errHas)
 			}
-			last := Join(context.Background(), members("workers", addr, 3, 2)[0], cfg(timeout))
+			last := joinErr(context.Background(), members("workers", addr, 3, 2)[0], cfg(timeout))
 			good := <-first
 			accepted := 0
 			for _, err := range good {
@@ -199,7 +235,7 @@ func TestRankJoinsTwice(t *testing.T) {
 	addr := freeAddr(t)
 	results := make(chan error, 3)
 	for _, m := range members("workers", addr, 3, 0, 1, 1) {
-		go func() { results <- Join(context.Background(), m, cfg(timeout)) }()
+		go func() { results <- joinErr(context.Background(), m, cfg(timeout)) }()
 	}
 	// The refusal comes back while the barrier is still open (rank 2 has not come).
 	first := <-results
@@ -207,7 +243,7 @@ func TestRankJoinsTwice(t *testing.T) {
 	if !errors.As(first, &re) || !strings.HasPrefix(re.Python, "RuntimeError: ") || !strings.Contains(re.Python, "rank 1 joined twice") {
 		t.Fatalf("first result: %v, want the duplicate refused", first)
 	}
-	if err := Join(context.Background(), members("workers", addr, 3, 2)[0], cfg(timeout)); err != nil {
+	if err := joinErr(context.Background(), members("workers", addr, 3, 2)[0], cfg(timeout)); err != nil {
 		t.Fatalf("rank 2: %v", err)
 	}
 	for range 2 {
@@ -241,7 +277,7 @@ func TestRank0CannotListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	err = Join(context.Background(), Member{Kind: "workers", Address: ln.Addr().String(), WorldSize: 2}, cfg(timeout))
+	err = joinErr(context.Background(), Member{Kind: "workers", Address: ln.Addr().String(), WorldSize: 2}, cfg(timeout))
 	var re *Error
 	if !errors.As(err, &re) || !strings.Contains(re.Python, "DistNetworkError: The server socket has failed to listen") || !strings.Contains(re.Python, "EADDRINUSE") {
 		t.Fatalf("listen on a busy port: %v", err)
@@ -262,7 +298,7 @@ func TestBadInput(t *testing.T) {
 		{Member{Kind: "workers", Address: "h:1", WorldSize: 2}, Config{}, "timeout 0s must be positive"},
 	}
 	for _, tc := range cases {
-		err := Join(context.Background(), tc.m, tc.c)
+		err := joinErr(context.Background(), tc.m, tc.c)
 		var re *Error
 		if err == nil || errors.As(err, &re) || !strings.Contains(err.Error(), tc.errHas) {
 			t.Errorf("Join(%+v) = %v, want a bad-input error containing %q", tc.m, err, tc.errHas)
@@ -275,10 +311,10 @@ func TestCancelStopsTheWait(t *testing.T) {
 	errs := make(chan error, 2)
 	addr := freeAddr(t)
 	go func() {
-		errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Hour))
+		errs <- joinErr(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Hour))
 	}()
 	go func() {
-		errs <- Join(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(time.Hour))
+		errs <- joinErr(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(time.Hour))
 	}()
 	waitListening(t, addr)
 	cancel()

@@ -21,11 +21,11 @@ type arrival struct {
 }
 
 // serve is rank 0: listen, collect the other ranks, answer them all.
-func serve(ctx context.Context, m Member, cfg Config) error {
+func serve(ctx context.Context, m Member, cfg Config) (Result, error) {
 	_, port, _ := net.SplitHostPort(m.Address)
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(cfg.ListenIP, port))
 	if err != nil {
-		return &Error{Python: listenError(port, err)}
+		return Result{}, &Error{Python: listenError(port, err)}
 	}
 	deadline := time.Now().Add(cfg.Timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -40,6 +40,7 @@ func serve(ctx context.Context, m Member, cfg Config) error {
 	go accept(ctx, ln, arrivals, departures)
 
 	members := map[int]net.Conn{}
+	values := map[int]string{0: m.Value}
 	defer func() {
 		for _, c := range members {
 			c.Close()
@@ -63,6 +64,7 @@ func serve(ctx context.Context, m Member, cfg Config) error {
 				continue
 			}
 			members[a.hello.Rank] = a.conn
+			values[a.hello.Rank] = a.hello.Value
 		case c := <-departures:
 			// A member that came and went before the barrier completed is missing again: a
 			// process that died in the rendezvous will not take part in what follows it.
@@ -80,7 +82,7 @@ func serve(ctx context.Context, m Member, cfg Config) error {
 				}
 			}
 			if time.Now().Before(deadline) { // cancelled, not timed out
-				return ctx.Err()
+				return Result{}, ctx.Err()
 			}
 			// torch's TCPStore (wait_for_workers) counts the master among the joined.
 			py := fmt.Sprintf("torch.distributed.DistStoreError: Timed out after %d seconds waiting for clients. %d/%d clients joined.",
@@ -88,13 +90,13 @@ func serve(ctx context.Context, m Member, cfg Config) error {
 			for _, c := range members {
 				send(c, verdict{Error: py, Missing: missing})
 			}
-			return &Error{Python: py, Missing: missing}
+			return Result{}, &Error{Python: py, Missing: missing}
 		}
 	}
 	for _, c := range members {
-		send(c, verdict{OK: true})
+		send(c, verdict{OK: true, Values: values})
 	}
-	return nil
+	return Result{Values: values}, nil
 }
 
 // accept reads each connection's hello and reports it; after a hello it watches the connection and

@@ -1,0 +1,267 @@
+package simnode
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/vllm"
+)
+
+// Exit codes of `simnode node`.
+const (
+	// ExitOK: every process ended cleanly, or as the teardown asked.
+	ExitOK = 0
+	// ExitCrashed: at least one simulated process crashed (its record says how).
+	ExitCrashed = 1
+	// ExitBadInput: the node's config or environment is unusable.
+	ExitBadInput = 2
+	// ExitInfra: the store was unreachable at start, or a process could not be started.
+	ExitInfra = 3
+)
+
+// ReadyLine starts the line a node prints on stdout once every command's top process has
+// started (the harness waits for it): "simnode: node <host> up: <n> commands".
+const ReadyLine = "simnode: node "
+
+// NodeOptions are the parts of a node's run that are not its config.
+type NodeOptions struct {
+	// Executable is the simnode binary each process re-executes (default: os.Executable()).
+	Executable string
+	// Environ is the environment the model's env is filtered from (default: os.Environ()).
+	Environ []string
+	Stdout  io.Writer
+	Stderr  io.Writer
+	// Signals, when set, replaces the SIGTERM/SIGINT subscription (tests drive teardown with it).
+	Signals <-chan os.Signal
+}
+
+// teardownBound is how long a node gives its processes to stop after forwarding SIGTERM before it
+// kills them: each process posts its exit and unregisters from the store, and waits for its own
+// children first, so a few store round trips per level.
+func teardownBound(t Timeouts) time.Duration { return 8*time.Duration(t.Store) + drainBound }
+
+// RunNode runs one simulated host until all its processes have exited: it checks the store, plans
+// the node with the vLLM model, runs the bind sequencer, starts one process tree per command, and
+// forwards SIGTERM/SIGINT to them for a clean teardown. It returns the node's exit code; the error
+// says why when the code is not ExitOK or ExitCrashed.
+func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (int, error) {
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	if opts.Environ == nil {
+		opts.Environ = os.Environ()
+	}
+	if opts.Executable == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return ExitInfra, fmt.Errorf("node %s: find own executable: %w", cfg.Host, err)
+		}
+		opts.Executable = exe
+	}
+	sigs := opts.Signals
+	if sigs == nil {
+		ch := make(chan os.Signal, 2)
+		signal.Notify(ch, syscall.SIGTERM, syscall.SIGINT)
+		defer signal.Stop(ch)
+		sigs = ch
+	}
+	log := slog.New(slog.NewTextHandler(opts.Stderr, nil)).With("host", cfg.Host)
+
+	store, err := client.New(client.WithMetadataURL(cfg.Store.Metadata), client.WithMasterURL(cfg.Store.Master),
+		client.WithAdminURL(cfg.Store.Admin), client.WithRetries(0))
+	if err != nil {
+		return ExitBadInput, fmt.Errorf("node %s: %w", cfg.Host, err)
+	}
+	if err := waitStore(ctx, store, cfg); err != nil {
+		return ExitInfra, fmt.Errorf("node %s: %w", cfg.Host, err)
+	}
+
+	plan, err := planNode(cfg, opts.Environ)
+	if err != nil {
+		return ExitBadInput, fmt.Errorf("node %s: %w", cfg.Host, err)
+	}
+
+	dir, err := os.MkdirTemp("", "simnode-")
+	if err != nil {
+		return ExitInfra, fmt.Errorf("node %s: sequencer directory: %w", cfg.Host, err)
+	}
+	defer os.RemoveAll(dir)
+	seq, err := newSequencer(plan, filepath.Join(dir, "seq.sock"))
+	if err != nil {
+		return ExitInfra, fmt.Errorf("node %s: %w", cfg.Host, err)
+	}
+	defer seq.close()
+
+	var tearingDown sync.Mutex
+	teardown := false
+	isTeardown := func() bool {
+		tearingDown.Lock()
+		defer tearingDown.Unlock()
+		return teardown
+	}
+	spec := procSpec{Host: cfg.Host, Runtime: rt, Store: cfg.Store, Timeouts: cfg.Timeouts, Seed: cfg.Seed, Sequencer: seq.ln.Addr().String()}
+	fam := newFamily(familyConfig{
+		exe:      opts.Executable,
+		setpgid:  true,
+		spec:     func(p *vllm.ProcessPlan) procSpec { s := spec; s.Plan = p; return s },
+		post:     store.PostReport,
+		exited:   seq.exited,
+		stderr:   opts.Stderr,
+		log:      log,
+		expected: isTeardown,
+	})
+	var startErr error
+	started := 0
+	for _, top := range plan.Commands {
+		if _, err := fam.start(top); err != nil {
+			startErr = errors.Join(startErr, err)
+			seq.exited(top.Identity.ID)
+			continue
+		}
+		started++
+	}
+	fmt.Fprintf(opts.Stdout, "%s%s up: %d commands\n", ReadyLine, cfg.Host, started)
+
+	var bound <-chan time.Time
+	for len(fam.live()) > 0 {
+		select {
+		case <-fam.events:
+		case <-fam.changed:
+		case s := <-sigs:
+			tearingDown.Lock()
+			first := !teardown
+			teardown = true
+			tearingDown.Unlock()
+			if first {
+				log.Info("tearing down", "signal", signalName(s.(syscall.Signal)))
+				fam.signal(syscall.SIGTERM)
+				bound = time.After(teardownBound(cfg.Timeouts))
+			}
+		case <-ctx.Done():
+			tearingDown.Lock()
+			teardown = true
+			tearingDown.Unlock()
+			fam.signal(syscall.SIGTERM)
+			bound = time.After(teardownBound(cfg.Timeouts))
+			ctx = context.Background()
+		case <-bound:
+			log.Warn("processes did not stop in time; killing them", "bound", teardownBound(cfg.Timeouts))
+			fam.signal(syscall.SIGKILL)
+			bound = time.After(drainBound)
+		}
+	}
+	for {
+		select {
+		case <-fam.events:
+			continue
+		default:
+		}
+		break
+	}
+	if startErr != nil {
+		return ExitInfra, fmt.Errorf("node %s: %w", cfg.Host, startErr)
+	}
+	var crashed []string
+	for _, r := range fam.records() {
+		if r.Crashed() {
+			crashed = append(crashed, r.ID)
+		}
+	}
+	if len(crashed) > 0 {
+		return ExitCrashed, fmt.Errorf("node %s: crashed: %s", cfg.Host, strings.Join(crashed, ", "))
+	}
+	return ExitOK, nil
+}
+
+// storeRetry paces the start-up checks of a store that may still be starting.
+const storeRetry = 100 * time.Millisecond
+
+// waitStore checks that the store's master and admin planes answer, retrying for the store
+// timeout: a store that is down at start is a clear failure, never a hang.
+func waitStore(ctx context.Context, store *client.Client, cfg *Config) error {
+	bound := time.Duration(cfg.Timeouts.Store)
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	attempts := 0
+	var last error
+	for {
+		attempts++
+		_, err := store.ServiceReady(ctx)
+		if err != nil {
+			err = fmt.Errorf("master %s: %w", cfg.Store.Master, err)
+		} else if _, err = store.Health(ctx); err != nil {
+			err = fmt.Errorf("admin %s: %w", cfg.Store.Admin, err)
+		}
+		if err == nil {
+			return nil
+		}
+		last = err
+		t := time.NewTimer(storeRetry)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("store unreachable after %d attempts in %v: %w", attempts, bound, last)
+		}
+	}
+}
+
+// planNode is the node's plan: the config's own, or the model's for its commands.
+func planNode(cfg *Config, environ []string) (*vllm.NodePlan, error) {
+	if cfg.Plan != nil {
+		return cfg.Plan, nil
+	}
+	profile, err := parseProfile(cfg.Profile)
+	if err != nil {
+		return nil, err
+	}
+	gpus := cfg.GPUs
+	if gpus == 0 {
+		gpus = DefaultGPUs
+	}
+	return vllm.PlanNode(
+		vllm.Node{Host: cfg.Host, GPUs: gpus, Env: modelEnv(environ, cfg.Env), Commands: cfg.Commands},
+		vllm.Options{Model: vllm.Model{Name: cfg.Model.Name, MoE: cfg.Model.MoE}, Profile: profile, Seed: strconv.FormatInt(cfg.Seed, 10)})
+}
+
+// DefaultGPUs is a node's GPU count when its config gives none (design.md: gpus_per_node 8).
+const DefaultGPUs = 8
+
+// parseProfile reads the config's profile: a name ("pre-48061") or a vllm.Profile object; none is
+// vLLM main.
+func parseProfile(raw json.RawMessage) (vllm.Profile, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return vllm.ProfileNamed("main")
+	}
+	var name string
+	if err := json.Unmarshal(raw, &name); err == nil {
+		p, err := vllm.ProfileNamed(name)
+		if err != nil {
+			return p, fmt.Errorf("profile: %w", err)
+		}
+		return p, nil
+	}
+	var p vllm.Profile
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("profile: want a profile name or a vllm.Profile object: %w", err)
+	}
+	return p, nil
+}

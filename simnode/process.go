@@ -1,0 +1,625 @@
+package simnode
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/simnode/lookup"
+	"github.com/widetp/widetp/simnode/mooncake"
+	"github.com/widetp/widetp/simnode/rendezvous"
+	"github.com/widetp/widetp/vllm"
+)
+
+// Exit codes of `simnode process` outside a Python exception.
+const (
+	// exitBadSpec: the process could not read its spec (a bug in its parent, not in vLLM).
+	exitBadSpec = 2
+)
+
+// RunProcess is one simulated vLLM process (the internal `simnode process` command): it reads its
+// spec from stdin, writes status lines to status (fd 3, read by its parent), logs and tracebacks to
+// stderr, executes its plan in vLLM's order and serves until told to stop. It returns the exit code.
+func RunProcess(stdin io.Reader, status io.Writer, stderr io.Writer) int {
+	dec := json.NewDecoder(stdin)
+	var spec procSpec
+	if err := dec.Decode(&spec); err != nil || spec.Plan == nil {
+		if err == nil {
+			err = errors.New("no plan")
+		}
+		fmt.Fprintf(stderr, "simnode process: read spec from stdin: %v\n", err)
+		return exitBadSpec
+	}
+	// Signals are caught before anything starts, so that a teardown that races the start-up is
+	// still a clean, reported exit.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	p := newProc(spec, status, stderr)
+	return p.run(dec, sigs)
+}
+
+// proc is the state of one simulated process.
+type proc struct {
+	spec   procSpec
+	plan   *vllm.ProcessPlan
+	id     string
+	log    *slog.Logger
+	stderr io.Writer
+	store  *client.Client
+
+	statusMu sync.Mutex
+	status   io.Writer
+
+	postMu sync.Mutex
+	final  bool // the exit record was posted: later posts would hide it
+
+	recMu sync.Mutex
+	rec   report.Process
+
+	seq *seqClient
+	fam *family
+
+	server  *lookup.Server
+	lclient *lookup.Client
+	mc      *mooncake.Client
+	hbStop  context.CancelFunc
+	hbDone  chan struct{}
+}
+
+func newProc(spec procSpec, status, stderr io.Writer) *proc {
+	p := &proc{spec: spec, plan: spec.Plan, id: spec.Plan.Identity.ID, stderr: stderr, status: status}
+	p.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("host", spec.Host, "process", p.id)
+	p.rec = spec.Plan.Identity
+	p.rec.PID = os.Getpid()
+	p.rec.Exit, p.rec.Lookup, p.rec.Ready = nil, nil, false
+	return p
+}
+
+func (p *proc) timeouts() (rdv, lookupT, store time.Duration) {
+	t := p.spec.Timeouts.withDefaults()
+	return time.Duration(t.Rendezvous), time.Duration(t.Lookup), time.Duration(t.Store)
+}
+
+// waitBound bounds the waits on other processes of the host (a bind turn, the serving phase, the
+// children settling): each of them ends once some process joins its rendezvous and registers, or
+// dies, so twice the rendezvous bound plus a few store round trips covers every legitimate case.
+func (p *proc) waitBound() time.Duration {
+	rdv, lk, st := p.timeouts()
+	return 2*rdv + 4*st + lk
+}
+
+// update changes the record under its lock.
+func (p *proc) update(f func(r *report.Process)) {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	f(&p.rec)
+}
+
+// snapshot copies the record deep enough that later updates do not race its encoding.
+func (p *proc) snapshot() report.Process {
+	p.recMu.Lock()
+	defer p.recMu.Unlock()
+	r := p.rec
+	r.Served = append([]string(nil), r.Served...)
+	r.Rendezvous = append([]report.Rendezvous(nil), r.Rendezvous...)
+	if r.Lookup != nil {
+		l := *r.Lookup
+		r.Lookup = &l
+	}
+	if r.Exit != nil {
+		e := *r.Exit
+		r.Exit = &e
+	}
+	return r
+}
+
+// toParent writes one status line to the parent.
+func (p *proc) toParent(m statusMsg) {
+	p.statusMu.Lock()
+	defer p.statusMu.Unlock()
+	b, _ := json.Marshal(m)
+	// A parent that is gone reads nothing; this process is about to die with it (Pdeathsig).
+	p.status.Write(append(b, '\n'))
+}
+
+// publish posts the current record to the store and tells the parent. Posts are serialised so
+// the store sees a process's records in order, and none follows its exit record. A failed post is
+// logged, not fatal: reporting is the harness's side channel, not vLLM behaviour, and the next
+// post carries the whole record again.
+func (p *proc) publish(phase Phase) {
+	p.postMu.Lock()
+	defer p.postMu.Unlock()
+	if p.final {
+		return
+	}
+	rec := p.snapshot()
+	_, _, st := p.timeouts()
+	ctx, cancel := context.WithTimeout(context.Background(), st)
+	err := p.store.PostReport(ctx, rec)
+	cancel()
+	if err != nil {
+		p.log.Error("post report", "err", err)
+	}
+	if rec.Exit != nil {
+		p.final = true
+	}
+	p.toParent(statusMsg{ID: p.id, Phase: phase, Record: &rec, Posted: err == nil})
+}
+
+// seed is this process's random source: the node's seed and the process id, so that a scenario
+// run again draws the same ports and ids.
+func (p *proc) seed() *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(p.id))
+	return rand.New(rand.NewPCG(uint64(p.spec.Seed), h.Sum64()))
+}
+
+// ending is why a process stops.
+type ending struct {
+	kind   endKind
+	err    *pyError       // endCrash
+	signal syscall.Signal // endTeardown
+	failed []childExit    // endChildFailure, endStopOnChild
+}
+
+type endKind int
+
+const (
+	endNone endKind = iota
+	endCrash
+	endChildFailure
+	endStopOnChild
+	endTeardown
+	endShutdown
+)
+
+func (p *proc) run(dec *json.Decoder, sigs <-chan os.Signal) int {
+	_, _, st := p.timeouts()
+	store, err := client.New(client.WithMetadataURL(p.spec.Store.Metadata), client.WithMasterURL(p.spec.Store.Master),
+		client.WithAdminURL(p.spec.Store.Admin), client.WithBackoff(st/20))
+	if err != nil {
+		return p.die(&pyError{Exception: "RuntimeError: " + err.Error(), Where: "connect_store"})
+	}
+	p.store = store
+	exe, err := os.Executable()
+	if err != nil {
+		return p.die(&pyError{Exception: "RuntimeError: " + err.Error(), Where: "start"})
+	}
+	p.fam = newFamily(familyConfig{
+		exe:      exe,
+		spec:     p.childSpec,
+		post:     store.PostReport,
+		forward:  p.toParent,
+		exited:   func(id string) { p.seq.Exited(id) },
+		stderr:   p.stderr,
+		log:      p.log,
+		expected: func() bool { return false },
+	})
+	seq, err := dialSequencer(p.spec.Sequencer, p.id)
+	if err != nil {
+		return p.die(&pyError{Exception: "RuntimeError: " + err.Error(), Where: "start"})
+	}
+	p.seq = seq
+	defer seq.Close()
+	p.publish(PhaseStarted)
+
+	control := make(chan string, 1)
+	go func() {
+		for {
+			var m controlMsg
+			if err := dec.Decode(&m); err != nil {
+				control <- "eof" // the parent is gone
+				return
+			}
+			if m.Op == opShutdown {
+				control <- opShutdown
+				return
+			}
+		}
+	}()
+
+	flowCtx, stopFlow := context.WithCancel(context.Background())
+	defer stopFlow()
+	flowDone := make(chan *pyError, 1)
+	go func() { flowDone <- p.flow(flowCtx) }()
+
+	var end ending
+	flowRunning := true
+	var failed []childExit
+	for end.kind == endNone {
+		select {
+		case e := <-flowDone:
+			flowRunning = false
+			if e != nil {
+				end = ending{kind: endCrash, err: e}
+			}
+		case ev := <-p.fam.events:
+			if !ev.failed {
+				continue
+			}
+			failed = append(failed, ev)
+			switch {
+			case p.plan.ChildFailure != "":
+				end = ending{kind: endChildFailure}
+			case p.plan.StopsOnChildFailure:
+				end = ending{kind: endStopOnChild}
+			}
+		case s := <-sigs:
+			end = ending{kind: endTeardown, signal: s.(syscall.Signal)}
+		case <-control:
+			end = ending{kind: endShutdown}
+		}
+	}
+	stopFlow()
+	if flowRunning {
+		<-flowDone
+	}
+	end.failed = failed
+	return p.finish(end, sigs)
+}
+
+// childSpec is the spec of one of this process's children: the same node, the child's plan.
+func (p *proc) childSpec(plan *vllm.ProcessPlan) procSpec {
+	s := p.spec
+	s.Plan = plan
+	return s
+}
+
+// die ends a process that could not even start its steps.
+func (p *proc) die(e *pyError) int {
+	writeTraceback(p.stderr, p.id, e)
+	return exitCrashed
+}
+
+// crashAt returns the plan's exception if it is raised at stage st.
+func (p *proc) crashAt(st vllm.Stage) *pyError {
+	if c := p.plan.Crash; c != nil && c.Stage == st {
+		return &pyError{Exception: c.Error, Where: string(st)}
+	}
+	return nil
+}
+
+// flow runs the start-up steps in vLLM's order. It returns the exception that ends the process, or
+// nil once the process is ready (or when ctx was cancelled: the caller knows why).
+func (p *proc) flow(ctx context.Context) *pyError {
+	// Argument parsing and config validation come first; an engine core's run_engine_core checks
+	// come before its executor starts any worker (vllm.StageEngineInit).
+	if e := p.crashAt(vllm.StageConfig); e != nil {
+		return e
+	}
+	if e := p.crashAt(vllm.StageEngineInit); e != nil {
+		return e
+	}
+	for _, c := range p.plan.Children {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if _, err := p.fam.start(c); err != nil {
+			return &pyError{Exception: "RuntimeError: " + err.Error(), Where: "start_children"}
+		}
+	}
+	if e := p.joinRendezvous(ctx); e != nil || ctx.Err() != nil {
+		return e
+	}
+	if e := p.crashAt(vllm.StageConnectorInit); e != nil {
+		return e
+	}
+	if p.plan.RegistersSegment {
+		if e := p.registerSegment(ctx); e != nil || ctx.Err() != nil {
+			return e
+		}
+	}
+	if p.plan.BindsLookup {
+		if e := p.bindLookup(ctx); e != nil || ctx.Err() != nil {
+			return e
+		}
+	}
+	if p.plan.ConnectsLookup {
+		p.lookup(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+	p.update(func(r *report.Process) { r.Ready = true })
+	p.publish(PhaseReady)
+	return nil
+}
+
+func (p *proc) joinRendezvous(ctx context.Context) *pyError {
+	rdv, _, _ := p.timeouts()
+	cfg := rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver()}
+	for _, rp := range p.plan.Rendezvous {
+		m := rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id}
+		if rp.Kind == "workers" {
+			m.Value = p.snapshot().EngineID
+		}
+		res, err := rendezvous.Join(ctx, m, cfg)
+		if ctx.Err() != nil {
+			return nil
+		}
+		entry := report.Rendezvous{Kind: rp.Kind, Address: rp.Address}
+		var re *rendezvous.Error
+		switch {
+		case errors.As(err, &re):
+			entry.Error, entry.Missing = re.Python, re.Missing
+		case err != nil:
+			entry.Error = "RuntimeError: " + err.Error()
+		}
+		p.update(func(r *report.Process) {
+			r.Rendezvous = append(r.Rendezvous, entry)
+			// vLLM broadcasts the KV engine_id from one rank of the worker group at worker init.
+			if from := p.plan.EngineIDFromRank; err == nil && rp.Kind == "workers" && from != nil {
+				if v, ok := res.Values[*from]; ok {
+					r.EngineID = v
+				}
+			}
+		})
+		if entry.Error != "" {
+			p.publish("")
+			return &pyError{Exception: entry.Error, Where: "init_distributed_environment"}
+		}
+	}
+	p.publish(PhaseRendezvous)
+	return nil
+}
+
+func (p *proc) registerSegment(ctx context.Context) *pyError {
+	_, _, st := p.timeouts()
+	sctx, cancel := context.WithTimeout(ctx, st)
+	defer cancel()
+	mc, err := mooncake.Setup(sctx, p.store, mooncake.Config{
+		LocalHostname: p.plan.SegmentHost,
+		ListenIP:      p.spec.Runtime.ListenIP,
+		Rand:          p.seed(),
+		Log:           p.log,
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return &pyError{Exception: "RuntimeError: Mooncake store setup failed: " + err.Error(), Where: "MooncakeStoreWorker.__init__"}
+	}
+	p.mc = mc
+	p.update(func(r *report.Process) { r.Segment = mc.Name() })
+	hctx, stop := context.WithCancel(context.Background())
+	p.hbStop, p.hbDone = stop, make(chan struct{})
+	go func() {
+		defer close(p.hbDone)
+		mc.Run(hctx, st)
+	}()
+	p.publish("")
+	return nil
+}
+
+func (p *proc) bindLookup(ctx context.Context) *pyError {
+	turn, err := p.seq.Turn(ctx, p.waitBound())
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return &pyError{Exception: "RuntimeError: " + err.Error(), Where: "LookupKeyServer.__init__"}
+	}
+	srv, err := lookup.Listen(p.plan.Identity.LookupPath, lookup.WithRoot(p.spec.Runtime.IPCRoot), lookup.WithLogger(p.log),
+		lookup.WithOnServe(func(nonce string) {
+			p.update(func(r *report.Process) { r.Served = append(r.Served, nonce) })
+			go p.publish("")
+		}))
+	// Released even when the bind failed: this process is about to die, and the next binder
+	// must not wait for that.
+	p.seq.Bound()
+	if err != nil {
+		return &pyError{Exception: "zmq.error.ZMQError: " + err.Error(), Where: "LookupKeyServer.__init__"}
+	}
+	p.server = srv
+	p.update(func(r *report.Process) { r.BindSeq = turn })
+	p.publish("")
+	return nil
+}
+
+// lookupHashes are the block hashes of this process's lookup: 32-byte hashes (vLLM's sha256
+// block hashes), the first of which is the nonce the answering server records.
+func (p *proc) lookupHashes() [][]byte {
+	first := sha256.Sum256([]byte(fmt.Sprintf("widetp-lookup/%d/%s", p.spec.Seed, p.id)))
+	second := sha256.Sum256(binary.BigEndian.AppendUint64(first[:], 1))
+	return [][]byte{first[:], second[:]}
+}
+
+// lookupTokens is the prompt length of the lookup: the two blocks of 16 tokens it names.
+const lookupTokens = 32
+
+func (p *proc) lookup(ctx context.Context) {
+	if err := p.seq.Serving(ctx, p.waitBound()); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		// Determinism is lost, the lookup is not: it still shows where requests go.
+		p.log.Warn("host did not reach serving; looking up anyway", "err", err)
+	}
+	_, lt, _ := p.timeouts()
+	hashes := p.lookupHashes()
+	res := &report.Lookup{Nonce: hex.EncodeToString(hashes[0])}
+	c, err := lookup.Dial(p.plan.Identity.LookupPath, lt, lookup.WithRoot(p.spec.Runtime.IPCRoot))
+	if err == nil {
+		p.lclient = c
+		_, err = c.Lookup(ctx, lookup.Request{NumTokens: lookupTokens, Hashes: hashes, ApplyEagle: true})
+	}
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, lookup.ErrTimeout):
+		res.Error = fmt.Sprintf("timeout after %v", lt)
+	case err != nil:
+		res.Error = err.Error()
+	}
+	p.update(func(r *report.Process) { r.Lookup = res })
+	p.publish("")
+}
+
+// finish stops the process: children first (as vLLM's shutdown does), then its own sockets and
+// store registration, then the exit record.
+func (p *proc) finish(end ending, sigs <-chan os.Signal) int {
+	switch end.kind {
+	case endChildFailure, endStopOnChild:
+		p.settle()
+	}
+	if end.kind == endTeardown {
+		p.fam.signal(syscall.SIGTERM)
+	} else {
+		for _, c := range p.fam.live() {
+			c.send(controlMsg{Op: opShutdown})
+		}
+	}
+	p.waitChildren(sigs, &end)
+
+	if p.hbStop != nil {
+		p.hbStop()
+		<-p.hbDone
+	}
+	if p.server != nil {
+		p.server.Close()
+	}
+	if p.lclient != nil {
+		p.lclient.Close()
+	}
+	clean := end.kind == endTeardown || end.kind == endShutdown || end.kind == endStopOnChild
+	if p.mc != nil && clean {
+		_, _, st := p.timeouts()
+		ctx, cancel := context.WithTimeout(context.Background(), st)
+		if err := p.mc.Close(ctx); err != nil {
+			p.log.Warn("unregister from the store", "err", err)
+		}
+		cancel()
+	}
+
+	exit := report.Exit{}
+	code := 0
+	switch end.kind {
+	case endCrash:
+		exit.Code, exit.Error = exitCode(end.err.Exception), end.err.Exception
+	case endChildFailure:
+		exit.Code, exit.Error = exitCrashed, p.childFailure(end.failed)
+		end.err = &pyError{Exception: exit.Error, Where: "wait_for_engine_startup"}
+	case endTeardown:
+		exit.Signal, exit.Expected = signalName(end.signal), true
+	}
+	code = exit.Code
+	p.update(func(r *report.Process) { r.Exit = &exit })
+	p.publish(PhaseExited)
+	if end.err != nil {
+		writeTraceback(p.stderr, p.id, end.err)
+	}
+	return code
+}
+
+// childFailure is the plan's exception, with vLLM's map of failed children in place of the
+// placeholder ({'EngineCore_DP0': 1}).
+func (p *proc) childFailure(failed []childExit) string {
+	msg := p.plan.ChildFailure
+	if !strings.HasSuffix(msg, vllm.ChildFailurePlaceholder) {
+		return msg
+	}
+	parts := make([]string, 0, len(failed))
+	for _, f := range failed {
+		parts = append(parts, fmt.Sprintf("'%s': %d", pyProcName(f.child.plan.Identity), f.exit.Code))
+	}
+	return strings.TrimSuffix(msg, vllm.ChildFailurePlaceholder) + "{" + strings.Join(parts, ", ") + "}"
+}
+
+// pyProcName is the multiprocessing name vLLM gives a child process.
+func pyProcName(id report.Process) string {
+	switch id.Role {
+	case report.RoleEngineCore:
+		return fmt.Sprintf("EngineCore_DP%d", id.DataParallelIndex)
+	case report.RoleWorker:
+		if id.Rank != nil {
+			return fmt.Sprintf("VllmWorker-%d", *id.Rank)
+		}
+	}
+	return id.ID
+}
+
+// settle lets the children that are past their rendezvous finish their start-up before a failing
+// parent tears them down — they would crash or come up in the same instant the failed sibling did,
+// and letting them get there makes the outcome reproducible. Children still before or in their
+// rendezvous are stopped at once: they wait for peers that will not come.
+func (p *proc) settle() {
+	deadline := time.NewTimer(p.waitBound())
+	defer deadline.Stop()
+	for _, c := range p.fam.live() {
+		if ph := p.fam.phase(c.id()); ph != PhaseRendezvous && ph != PhaseReady {
+			c.send(controlMsg{Op: opShutdown})
+		}
+	}
+	for {
+		pending := false
+		for _, c := range p.fam.live() {
+			if p.fam.phase(c.id()) == PhaseRendezvous {
+				pending = true
+			}
+		}
+		if !pending {
+			return
+		}
+		select {
+		case <-p.fam.changed:
+		case <-deadline.C:
+			p.log.Warn("children did not settle", "bound", p.waitBound())
+			return
+		}
+	}
+}
+
+// waitChildren waits for every child to exit (posting what they could not), bounded; children
+// that outlive the bound are killed. A second signal during the wait turns a failure teardown into
+// the harness's teardown.
+func (p *proc) waitChildren(sigs <-chan os.Signal, end *ending) {
+	_, _, st := p.timeouts()
+	// A child's own shutdown posts its exit and waits for its children in turn (three levels at
+	// most), each bounded by the store timeout.
+	bound := time.NewTimer(6*st + drainBound)
+	defer bound.Stop()
+	killed := false
+	for len(p.fam.live()) > 0 {
+		select {
+		case <-p.fam.events:
+		case <-p.fam.changed:
+		case s := <-sigs:
+			if end.kind != endTeardown {
+				p.fam.signal(syscall.SIGTERM)
+			}
+			_ = s
+		case <-bound.C:
+			if killed {
+				p.log.Error("children survived SIGKILL", "children", len(p.fam.live()))
+				return
+			}
+			p.log.Warn("children did not stop in time; killing them")
+			p.fam.signal(syscall.SIGKILL)
+			killed = true
+			bound.Reset(drainBound)
+		}
+	}
+	for {
+		select {
+		case <-p.fam.events:
+		default:
+			return
+		}
+	}
+}

@@ -1,0 +1,339 @@
+package simnode
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/widetp/widetp/vllm"
+)
+
+// The bind sequencer makes one host's lookup-server binds happen in the model's BindSeq order, and
+// holds its lookup clients back until every planned bind happened or its process died (the
+// "serving" phase: vLLM's schedulers look up when requests arrive, after start-up). With it, the
+// last binder of a colliding path is the one libzmq routes new clients to — the takeover itself is
+// libzmq's — and a run reproduces. A process that died before its turn is skipped.
+//
+// The supervisor runs it on a unix socket; every process of the host says hello on start and keeps
+// the connection for its life, so a closed connection is a dead process. A process that never said
+// hello is dead once any ancestor is (vLLM's children die with their parents; Pdeathsig here), and
+// parents report every child exit they see.
+type sequencer struct {
+	ln net.Listener
+
+	mu      sync.Mutex
+	binders []string          // bind order
+	isBind  map[string]bool   //
+	parent  map[string]string // every planned process of the host -> its parent ("" for a top process)
+	hello   map[string]bool
+	dead    map[string]bool
+	bound   map[string]bool
+	next    int // index into binders of the bind that is due
+	granted int // binds granted so far
+	turns   map[string]chan int
+	serving []chan struct{}
+	conns   map[net.Conn]bool
+	closed  bool
+	wg      sync.WaitGroup
+}
+
+// seqRequest and seqReply are the sequencer's line protocol.
+type seqRequest struct {
+	Op string `json:"op"` // hello, turn, bound, serving, exited
+	ID string `json:"id,omitempty"`
+}
+
+type seqReply struct {
+	Turn    int    `json:"turn,omitempty"`
+	Serving bool   `json:"serving,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// newSequencer plans the binds of a node and listens at path.
+func newSequencer(plan *vllm.NodePlan, path string) (*sequencer, error) {
+	s := &sequencer{
+		isBind: map[string]bool{}, parent: map[string]string{}, hello: map[string]bool{},
+		dead: map[string]bool{}, bound: map[string]bool{}, turns: map[string]chan int{}, conns: map[net.Conn]bool{},
+	}
+	type binder struct {
+		id       string
+		seq, ord int
+	}
+	var bs []binder
+	var walk func(p *vllm.ProcessPlan, parent string)
+	walk = func(p *vllm.ProcessPlan, parent string) {
+		id := p.Identity.ID
+		s.parent[id] = parent
+		if p.BindsLookup {
+			bs = append(bs, binder{id, p.Identity.BindSeq, len(bs)})
+		}
+		for _, c := range p.Children {
+			walk(c, id)
+		}
+	}
+	for _, c := range plan.Commands {
+		walk(c, "")
+	}
+	// BindSeq first (the model's order); plan order breaks ties, so a plan without BindSeqs binds
+	// in command order, then depth-first.
+	sort.SliceStable(bs, func(i, j int) bool { return bs[i].seq < bs[j].seq })
+	for _, b := range bs {
+		s.binders = append(s.binders, b.id)
+		s.isBind[b.id] = true
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("start bind sequencer at %s: %w", path, err)
+	}
+	s.ln = ln
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+func (s *sequencer) accept() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = true
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+func (s *sequencer) serve(c net.Conn) {
+	defer s.wg.Done()
+	id := ""
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		delete(s.conns, c)
+		if id != "" {
+			s.dead[id] = true
+			s.advanceLocked()
+		}
+		s.mu.Unlock()
+	}()
+	enc := json.NewEncoder(c)
+	var wmu sync.Mutex
+	reply := func(r seqReply) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		enc.Encode(r)
+	}
+	sc := bufio.NewScanner(c)
+	for sc.Scan() {
+		var req seqRequest
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			reply(seqReply{Error: fmt.Sprintf("bad request %q: %v", sc.Text(), err)})
+			return
+		}
+		s.mu.Lock()
+		switch {
+		case req.Op == "hello":
+			if _, planned := s.parent[req.ID]; !planned || id != "" {
+				s.mu.Unlock()
+				reply(seqReply{Error: fmt.Sprintf("hello from %q: not a planned process of this host, or a second hello", req.ID)})
+				return
+			}
+			id = req.ID
+			s.hello[id] = true
+		case id == "":
+			s.mu.Unlock()
+			reply(seqReply{Error: fmt.Sprintf("%s before hello", req.Op)})
+			return
+		case req.Op == "turn":
+			if !s.isBind[id] {
+				s.mu.Unlock()
+				reply(seqReply{Error: fmt.Sprintf("%s asked for a bind turn but its plan binds nothing", id)})
+				return
+			}
+			ch := make(chan int, 1)
+			s.turns[id] = ch
+			go func() {
+				if t, ok := <-ch; ok {
+					reply(seqReply{Turn: t})
+				}
+			}()
+		case req.Op == "bound":
+			s.bound[id] = true
+		case req.Op == "serving":
+			ch := make(chan struct{})
+			s.serving = append(s.serving, ch)
+			go func() {
+				<-ch
+				reply(seqReply{Serving: true})
+			}()
+		case req.Op == "exited":
+			if _, planned := s.parent[req.ID]; planned {
+				s.dead[req.ID] = true
+			}
+		default:
+			s.mu.Unlock()
+			reply(seqReply{Error: fmt.Sprintf("unknown op %q", req.Op)})
+			return
+		}
+		s.advanceLocked()
+		s.mu.Unlock()
+	}
+}
+
+// exited marks a process dead (the supervisor saw a top process exit).
+func (s *sequencer) exited(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dead[id] = true
+	s.advanceLocked()
+}
+
+// deadLocked: the process died, or never started and never will (an ancestor is dead).
+func (s *sequencer) deadLocked(id string) bool {
+	if s.dead[id] {
+		return true
+	}
+	if s.hello[id] {
+		return false
+	}
+	for a := s.parent[id]; a != ""; a = s.parent[a] {
+		if s.dead[a] {
+			return true
+		}
+	}
+	return false
+}
+
+// advanceLocked grants the due turn when its process asks for it and, once no bind is left,
+// releases the lookup clients.
+func (s *sequencer) advanceLocked() {
+	for s.next < len(s.binders) {
+		id := s.binders[s.next]
+		if s.bound[id] || s.deadLocked(id) {
+			if ch, ok := s.turns[id]; ok {
+				close(ch) // a dead asker gets no turn
+				delete(s.turns, id)
+			}
+			s.next++
+			continue
+		}
+		if ch, ok := s.turns[id]; ok {
+			s.granted++
+			ch <- s.granted
+			close(ch)
+			delete(s.turns, id)
+		}
+		return
+	}
+	for _, ch := range s.serving {
+		close(ch)
+	}
+	s.serving = nil
+}
+
+// close stops the sequencer and drops every connection.
+func (s *sequencer) close() {
+	s.mu.Lock()
+	s.closed = true
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.ln.Close()
+	s.wg.Wait()
+}
+
+// seqClient is a process's connection to its host's sequencer.
+type seqClient struct {
+	conn net.Conn
+	r    *bufio.Scanner
+	wmu  sync.Mutex
+}
+
+func dialSequencer(path, id string) (*seqClient, error) {
+	if path == "" {
+		return nil, errors.New("no bind sequencer given")
+	}
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("connect to bind sequencer %s: %w", path, err)
+	}
+	c := &seqClient{conn: conn, r: bufio.NewScanner(conn)}
+	if err := c.send(seqRequest{Op: "hello", ID: id}); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *seqClient) send(r seqRequest) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, _ := json.Marshal(r)
+	if _, err := c.conn.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("bind sequencer %s: %w", r.Op, err)
+	}
+	return nil
+}
+
+// await sends r and waits for the answer, bounded by ctx and bound.
+func (c *seqClient) await(ctx context.Context, r seqRequest, bound time.Duration) (seqReply, error) {
+	if err := c.send(r); err != nil {
+		return seqReply{}, err
+	}
+	c.conn.SetReadDeadline(time.Now().Add(bound))
+	stop := context.AfterFunc(ctx, func() { c.conn.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if !c.r.Scan() {
+		if ctx.Err() != nil {
+			return seqReply{}, ctx.Err()
+		}
+		err := c.r.Err()
+		if err == nil {
+			err = errors.New("sequencer closed the connection")
+		}
+		return seqReply{}, fmt.Errorf("bind sequencer %s: no answer within %v: %w", r.Op, bound, err)
+	}
+	var rep seqReply
+	if err := json.Unmarshal(c.r.Bytes(), &rep); err != nil {
+		return rep, fmt.Errorf("bind sequencer %s: answer %q: %w", r.Op, c.r.Text(), err)
+	}
+	if rep.Error != "" {
+		return rep, fmt.Errorf("bind sequencer %s: %s", r.Op, rep.Error)
+	}
+	return rep, nil
+}
+
+// Turn waits for this process's bind turn and returns the host-local bind order (1, 2, ...).
+func (c *seqClient) Turn(ctx context.Context, bound time.Duration) (int, error) {
+	rep, err := c.await(ctx, seqRequest{Op: "turn"}, bound)
+	return rep.Turn, err
+}
+
+// Bound tells the sequencer this process's bind happened.
+func (c *seqClient) Bound() error { return c.send(seqRequest{Op: "bound"}) }
+
+// Serving waits until every planned bind of the host happened or its process died.
+func (c *seqClient) Serving(ctx context.Context, bound time.Duration) error {
+	_, err := c.await(ctx, seqRequest{Op: "serving"}, bound)
+	return err
+}
+
+// Exited reports a child's exit.
+func (c *seqClient) Exited(id string) error { return c.send(seqRequest{Op: "exited", ID: id}) }
+
+func (c *seqClient) Close() error { return c.conn.Close() }

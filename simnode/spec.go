@@ -1,0 +1,54 @@
+package simnode
+
+import (
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/vllm"
+)
+
+// ProcessCommand is the internal subcommand a simulated process runs as: the node re-executes its
+// own binary with it and hands the process its spec on stdin.
+const ProcessCommand = "process"
+
+// procSpec is what a parent tells a simulated process: its plan (with its children's plans) and
+// everything about the node it needs to execute it.
+type procSpec struct {
+	Plan     *vllm.ProcessPlan `json:"plan"`
+	Host     string            `json:"host"`
+	Runtime  Runtime           `json:"runtime"`
+	Store    StoreURLs         `json:"store"`
+	Timeouts Timeouts          `json:"timeouts"`
+	Seed     int64             `json:"seed"`
+	// Sequencer is the unix socket of the node's bind sequencer.
+	Sequencer string `json:"sequencer"`
+}
+
+// Phase is how far a process got in its start-up.
+type Phase string
+
+const (
+	PhaseStarted Phase = "started"
+	// PhaseRendezvous: every rendezvous of the process completed (or it had none).
+	PhaseRendezvous Phase = "rendezvous-done"
+	// PhaseReady: start-up complete; the process serves until told to stop.
+	PhaseReady  Phase = "ready"
+	PhaseExited Phase = "exited"
+)
+
+// statusMsg is one line a process writes to its parent (fd 3): its own progress, or a
+// descendant's, forwarded, so that every ancestor knows the latest record of its whole subtree
+// and can report the exits of processes that could not.
+type statusMsg struct {
+	ID     string          `json:"id"`
+	Phase  Phase           `json:"phase,omitempty"`
+	Record *report.Process `json:"record,omitempty"`
+	// Posted says the store accepted Record.
+	Posted bool `json:"posted,omitempty"`
+}
+
+// controlMsg is a line a parent writes to a child's stdin after its spec.
+type controlMsg struct {
+	// Op "shutdown": the parent is failing and tears its children down (vLLM's executor shutdown).
+	Op string `json:"op"`
+}
+
+const opShutdown = "shutdown"
