@@ -80,8 +80,8 @@ type familyConfig struct {
 	setpgid bool // the supervisor's children lead their own process groups
 	spec    func(*vllm.ProcessPlan) procSpec
 	post    func(context.Context, report.Process) error
-	forward func(statusMsg)   // to this parent's own parent; nil for the supervisor
-	exited  func(id string)   // tell the bind sequencer a process is gone
+	forward func(statusMsg) // to this parent's own parent; nil for the supervisor
+	exited  func(id string) // tell the bind sequencer a process is gone
 	stderr  io.Writer
 	log     *slog.Logger
 	// expected marks the exits this parent posts as asked for (the harness's teardown).

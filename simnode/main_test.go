@@ -52,8 +52,8 @@ const testBound = 60 * time.Second
 
 // store is an in-process fake Mooncake store on loopback ports.
 type store struct {
-	srv *fakestore.Server
-	c   *client.Client
+	srv  *fakestore.Server
+	c    *client.Client
 	urls simnode.StoreURLs
 }
 

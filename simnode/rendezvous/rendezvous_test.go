@@ -159,7 +159,9 @@ func TestMemberThatLeavesBeforeCompletionIsMissing(t *testing.T) {
 		errs <- joinErr(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 0}, cfg(time.Second))
 	}()
 	// Rank 1 joins, then its process "dies": its connection closes before rank 2 ever comes.
-	go func() { errs <- joinErr(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(timeout)) }()
+	go func() {
+		errs <- joinErr(ctx, Member{Kind: "workers", Address: addr, WorldSize: 3, Rank: 1}, cfg(timeout))
+	}()
 	waitListening(t, addr)
 	cancel()
 	var rank0 *Error
