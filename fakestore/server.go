@@ -272,7 +272,8 @@ func peerIP(remoteAddr string) string {
 }
 
 // Handler returns the handler of a plane's listener (PlaneAdmin also serves the test endpoints),
-// for serving it elsewhere (httptest) or fuzzing it.
+// for serving it elsewhere (httptest) or fuzzing it. Drop and refuse faults need a
+// ResponseWriter that can be hijacked; elsewhere they abort the request (http.ErrAbortHandler).
 func (s *Server) Handler(listener api.Plane) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		plane := listener
