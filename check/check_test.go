@@ -173,6 +173,8 @@ func TestRun(t *testing.T) {
 		{name: "two engines without a replica share an engine_id", source: "each engine is a replica of its own",
 			procs: []report.Process{{ID: "a/0/engine-core-0", Host: "a", Role: report.RoleEngineCore, EngineID: "x"}, {ID: "b/0/engine-core-0", Host: "b", Role: report.RoleEngineCore, EngineID: "x"}},
 			want:  []want{{report.EngineIDCollision, []string{"a/0/engine-core-0", "b/0/engine-core-0"}, []string{"(no replica)"}}}},
+		{name: "a headless launcher's own parse is not compared", source: "vllm/entrypoints/cli/serve.py run_headless builds no KV connector; workers adopt TP rank 0's engine_id (#39907)",
+			procs: edit(healthy, func(p *report.Process) { p.EngineID = "launcher-parse" }, "r0-follower1/0/headless-0")},
 		{name: "workers of one replica share their engine's id: no collision", source: "workers copy the engine core's kv_transfer_config", procs: coLocated(3)},
 		{name: "followers hold their own CLI parse's engine_id", source: "vLLM#39907: engine_id = uuid4() per CLI parse, before the TP-rank-0 broadcast",
 			procs: edit(healthy, func(p *report.Process) { p.EngineID = "eid-follower" }, "r0-follower1/0/headless-0/worker-0", "r0-follower1/0/headless-0/worker-1"),

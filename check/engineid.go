@@ -49,14 +49,16 @@ func engineIDCollision(procs []report.Process) []report.Violation {
 
 // engineIDMismatch reports replicas whose processes hold different KV engine_ids (vLLM#39907: each
 // node's independent CLI parse drew its own uuid4, so headless followers' workers disagreed with
-// rank 0 until vLLM broadcast it from TP rank 0). Records without a KV connector hold "" and are
-// not compared.
+// rank 0 until vLLM broadcast it from TP rank 0). Only the processes that run the KV connector
+// are compared — the engine (its scheduler side) and the workers: a headless launcher or an API
+// server parses a config with an engine_id too, but never builds a connector, so its value is
+// never used for a transfer.
 func engineIDMismatch(procs []report.Process) []report.Violation {
 	var out []report.Violation
 	for _, r := range replicas(procs) {
 		byID := map[string][]string{}
 		for _, p := range r.members {
-			if p.EngineID != "" {
+			if p.EngineID != "" && runsConnector(p) {
 				byID[p.EngineID] = append(byID[p.EngineID], p.ID)
 			}
 		}
@@ -78,4 +80,9 @@ func engineIDMismatch(procs []report.Process) []report.Violation {
 		})
 	}
 	return out
+}
+
+// runsConnector reports whether p builds a KV connector: an engine (scheduler side) or a worker.
+func runsConnector(p *report.Process) bool {
+	return isEngine(p) || p.Role == report.RoleWorker
 }
