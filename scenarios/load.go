@@ -8,23 +8,40 @@ import (
 	"sort"
 )
 
+// Option changes how a scenario is loaded.
+type Option func(*options)
+
+type options struct {
+	profile *ProfileSpec
+}
+
+// WithProfile models the scenario under spec instead of the file's profile (`--profile`). An
+// unknown profile, change or value is then an error about the override, not the file.
+func WithProfile(spec ProfileSpec) Option {
+	return func(o *options) { o.profile = &spec }
+}
+
 // Load reads and validates the scenario file at path. Every problem it finds is reported, each as
 // an *Error naming the file, line and field (errors.Join when there are several).
-func Load(path string) (*Scenario, error) {
+func Load(path string, opts ...Option) (*Scenario, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &Error{File: path, Msg: fmt.Sprintf("read scenario: %v", unwrapPath(err))}
 	}
-	return Parse(path, data)
+	return Parse(path, data, opts...)
 }
 
 // Parse validates the scenario in data as if it had been read from file (which errors quote).
-func Parse(file string, data []byte) (*Scenario, error) {
+func Parse(file string, data []byte, opts ...Option) (*Scenario, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	s, err := parse(file, data)
 	if err != nil {
 		return nil, err
 	}
-	if err := validate(s); err != nil {
+	if err := validate(s, o); err != nil {
 		return nil, err
 	}
 	return s, nil

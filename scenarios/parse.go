@@ -41,6 +41,10 @@ func (p *parser) errorf(n *yaml.Node, field, format string, args ...any) {
 	if n != nil {
 		line = n.Line
 	}
+	p.errorAt(line, field, format, args...)
+}
+
+func (p *parser) errorAt(line int, field, format string, args ...any) {
 	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Msg: fmt.Sprintf(format, args...)})
 }
 
@@ -344,7 +348,7 @@ func (p *parser) commands(n *Node, nv *yaml.Node, m *fields, path string) {
 		p.errorf(one.key, path+".command", "give either command or commands, not both")
 	case hasOne:
 		if c, ok := p.str(one.value, path+".command"); ok {
-			n.Commands, n.CommandLines = []string{c}, []int{one.value.Line}
+			n.Commands, n.CommandLines, n.viaCommand = []string{c}, []int{one.value.Line}, true
 		}
 	case hasMany:
 		if !p.usable(many.value, path+".commands") {

@@ -5,7 +5,10 @@
 // error names the file, line and field.
 package scenarios
 
-import "github.com/widetp/widetp/report"
+import (
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/vllm"
+)
 
 // Scenario is one loaded scenario file.
 type Scenario struct {
@@ -13,9 +16,13 @@ type Scenario struct {
 	File        string
 	Name        string
 	Description string
-	// Profile is the profile as written: a name, or a base with changes.
-	Profile ProfileSpec
-	Model   Model
+	// Profile is the profile as written (or as WithProfile overrode it): a name, or a base with
+	// changes. Resolved is what it resolves to in the model.
+	Profile  ProfileSpec
+	Resolved vllm.Profile
+	// Model is the served model; MoE decides how vLLM treats data parallelism (a dense model's DP
+	// ranks are independent, a MoE model's DP group spans every replica).
+	Model vllm.Model
 	// GPUsPerNode is the default GPU count of a node (8 when the file says nothing).
 	GPUsPerNode int
 	// Env is set on every node; a node's own Env is layered over it.
@@ -32,13 +39,6 @@ type Scenario struct {
 	profileLine, modelLine int
 }
 
-// Model is the served model. MoE decides how vLLM treats data parallelism (a dense model's DP ranks
-// are independent; a MoE model's DP group spans every replica).
-type Model struct {
-	Name string
-	MoE  bool
-}
-
 // Node is one host of the deployment.
 type Node struct {
 	// Host is the node's hostname (a DNS label): vLLM puts it in the Mooncake lookup path.
@@ -50,9 +50,13 @@ type Node struct {
 	// Commands are the `vllm serve` lines run on this host, verbatim, in order; several are
 	// co-located launches.
 	Commands []string
+	// Args are the Commands as vLLM's argument parser reads them, one for one.
+	Args []*vllm.ServeArgs
 	// Line is where the node starts in the file; CommandLines are where its commands are.
 	Line         int
 	CommandLines []int
+	// viaCommand is true when the file used the `command:` shorthand (errors name that field).
+	viaCommand bool
 }
 
 // Store configures the fake Mooncake store.
