@@ -1,0 +1,76 @@
+package harness
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module "+modulePath+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		opts    []Option
+		wantErr string
+	}{
+		{name: "defaults", opts: nil},
+		{name: "explicit run id", opts: []Option{WithRunID("pr48061-a")}},
+		{name: "run id with capitals", opts: []Option{WithRunID("Run1")}, wantErr: `run id "Run1"`},
+		{name: "run id too long", opts: []Option{WithRunID(strings.Repeat("a", 41))}, wantErr: "at most 40"},
+		{name: "zero start timeout", opts: []Option{WithStartTimeout(0)}, wantErr: "start timeout 0s: must be positive"},
+		{name: "negative grace", opts: []Option{WithStopGrace(-time.Second)}, wantErr: "stop grace -1s"},
+		{name: "zero log tail", opts: []Option{WithLogTail(0)}, wantErr: "log tail 0"},
+		{name: "module root without go.mod", opts: []Option{WithModuleRoot(t.TempDir())}, wantErr: "go.mod"},
+	}
+	for _, tt := range tests {
+		cfg := defaultConfig()
+		cfg.moduleRoot = root
+		for _, o := range tt.opts {
+			o(&cfg)
+		}
+		err := cfg.validate()
+		if tt.wantErr == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tt.name, err)
+			} else if !runIDPattern.MatchString(cfg.runID) {
+				t.Errorf("%s: run id %q does not match its own pattern", tt.name, cfg.runID)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%s: error = %v, want one containing %q", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+func TestRandomRunIDsDiffer(t *testing.T) {
+	a, b := defaultConfig(), defaultConfig()
+	a.moduleRoot, b.moduleRoot = "..", ".."
+	if err := a.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if a.runID == b.runID {
+		t.Fatalf("two runs got the run id %q", a.runID)
+	}
+}
+
+func TestFindModuleRootFromThisPackage(t *testing.T) {
+	root, err := findModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "harness", "runtime.go")); err != nil {
+		t.Fatalf("module root %s does not hold harness/: %v", root, err)
+	}
+	if !isWidetpModule([]byte("// x\nmodule github.com/widetp/widetp\n\ngo 1.26\n")) || isWidetpModule([]byte("module example.com/other\n")) {
+		t.Fatalf("isWidetpModule misjudges a go.mod")
+	}
+}
