@@ -8,10 +8,10 @@ import (
 // defaults. Each command sees its node's environment layered under the command's own NAME=value
 // assignments.
 type vllmEnv struct {
-	dpRank      int
-	dpRankLocal int
-	dpSize      int
-	dpMasterIP  string
+	dpRank       int
+	dpRankLocal  int
+	dpSize       int
+	dpMasterIP   string
 	dpMasterPort int
 	// rayDPPackStrategy is VLLM_RAY_DP_PACK_STRATEGY: strict | fill | span.
 	rayDPPackStrategy string

@@ -30,7 +30,7 @@ func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID
 		localAddr = cp.localAddr()
 	}
 	start := lws * nodeRank
-	for i := 0; i < lws; i++ {
+	for i := 0; i < lws && cp.err == nil; i++ {
 		w := cp.worker(pc, p.Identity.ID, i, start+i, localAddr, engineID)
 		if i == 0 {
 			p.Identity.Replica = w.Identity.Replica
@@ -47,13 +47,17 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	pc := parent.clone()
 	pc.Rank = rank
 	id := fmt.Sprintf("%s/worker-%d", parentID, localRank)
-	p := &ProcessPlan{Identity: cp.identity(id, parentID, report.RoleWorker, pc)}
+	p := cp.newPlan(cp.identity(id, parentID, report.RoleWorker, pc))
 	tpRank, _, ppRank := pc.workerRanks(rank)
 	p.Identity.Rank, p.Identity.TPRank, p.Identity.PPRank = intPtr(rank), intPtr(tpRank), intPtr(ppRank)
 	world := workersWorld(pc, rank, localAddr)
 	p.Rendezvous = []RendezvousPlan{world}
 	p.Identity.Replica = replicaName(world, pc)
 	p.Identity.EngineID = engineID
+	if err := cp.workerDevice(pc, localRank); err != nil {
+		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
+		return p
+	}
 	if cp.args.KVTransfer != nil {
 		if src := engineIDSourceRank(pc, world.Rank, rank, cp.opts.Profile); src != nil && *src != world.Rank {
 			p.EngineIDFromRank = src
@@ -76,4 +80,32 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 		p.Identity.LookupRole = report.LookupServer
 	}
 	return p
+}
+
+// workerDevice is the device a GPU worker selects in Worker.init_device
+// (vllm/v1/worker/gpu_worker.py): on one node of a non-Ray DP deployment its local rank is
+// offset by its DP local rank (data_parallel_rank_local, else data_parallel_index) times
+// PP*TP, and asserted to exist; elsewhere a local rank past the devices fails in CUDA. The
+// worker raises before it joins its torch world, so the model records it at StageEngineInit.
+func (cp *cmdPlanner) workerDevice(pc *ParallelConfig, localRank int) error {
+	device := localRank
+	nnodes, err := pc.NNodesWithinDP()
+	if err != nil {
+		return err
+	}
+	if pc.DistributedExecutorBackend != "ray" && pc.DataParallelBackend != "ray" && nnodes == 1 {
+		dpLocal := pc.DataParallelIndex
+		if pc.DataParallelRankLocal != nil {
+			dpLocal = *pc.DataParallelRankLocal
+		}
+		device += dpLocal * pc.PipelineParallelSize * pc.TensorParallelSize
+		if device >= cp.gpus {
+			return assertionError("DP adjusted local rank %d is out of bounds. ", device)
+		}
+		return nil
+	}
+	if pc.DataParallelBackend != "ray" && pc.DistributedExecutorBackend != "ray" && device >= cp.gpus {
+		return &PyError{Type: "torch.AcceleratorError", Msg: "CUDA error: invalid device ordinal"}
+	}
+	return nil
 }

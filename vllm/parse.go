@@ -315,7 +315,7 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 			p.modelOpt = &v
 			return nil
 		case "--config":
-			return &ArgError{Flag: spec.display(), Value: val, Reason: "config files are not read by the model; inline the file's options on the command line"}
+			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("config file %q is not read by the model; inline its options on the command line", val)}
 		case "--master-addr":
 			a.MasterAddr = val
 			return nil

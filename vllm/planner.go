@@ -24,7 +24,23 @@ type cmdPlanner struct {
 	hasStore   bool
 	// slot numbers this command's host-local rendezvous addresses.
 	slot int
-	err  error
+	// nprocs counts the processes planned for this command (see maxProcessesPerCommand).
+	nprocs int
+	err    error
+}
+
+// maxProcessesPerCommand bounds what one command may start in the simulation. A real launch
+// starts at most a few hundred processes per node; the bound keeps a typo such as
+// -dp 100000000 from planning a hundred million of them (PlanNode reports it instead).
+const maxProcessesPerCommand = 16384
+
+// newPlan is a ProcessPlan for a new process, counted against maxProcessesPerCommand.
+func (cp *cmdPlanner) newPlan(id report.Process) *ProcessPlan {
+	cp.nprocs++
+	if cp.nprocs > maxProcessesPerCommand && cp.err == nil {
+		cp.err = fmt.Errorf("command starts more than %d processes: %w", maxProcessesPerCommand, errNotSimulated)
+	}
+	return &ProcessPlan{Identity: id}
 }
 
 // plan returns the command's top process. Only failures that are no vLLM behaviour are errors.
@@ -120,7 +136,7 @@ func (cp *cmdPlanner) identity(id, parent string, role report.Role, pc *Parallel
 
 // crashed is a process that raises at a stage before starting any child.
 func (cp *cmdPlanner) crashed(id, parent string, role report.Role, pc *ParallelConfig, stage Stage, err error) *ProcessPlan {
-	p := &ProcessPlan{Identity: cp.identity(id, parent, role, pc)}
+	p := cp.newPlan(cp.identity(id, parent, role, pc))
 	p.Crash = &Crash{Stage: stage, Error: crashText(err)}
 	return p
 }
@@ -142,7 +158,7 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 	if err != nil {
 		return cp.crashed(id, parent, report.RoleAPIServer, nil, StageConfig, err)
 	}
-	p := &ProcessPlan{Identity: cp.identity(id, parent, report.RoleAPIServer, pc)}
+	p := cp.newPlan(cp.identity(id, parent, report.RoleAPIServer, pc))
 	p.Identity.EngineID = cp.engineID
 	if apiCount > 1 && !(pc.LocalEnginesOnly() || pc.DataParallelRank == 0) {
 		// run_multi_api_server: assert parallel_config.local_engines_only or dp_rank == 0
@@ -167,7 +183,7 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 		// local_start_index=data_parallel_rank_local).
 		p.Children = append(p.Children, cp.engineCore(pc, pc.DataParallelRank, *pc.DataParallelRankLocal, id, h))
 	} else {
-		for i := 0; i < pc.DataParallelSizeLocal; i++ {
+		for i := 0; i < pc.DataParallelSizeLocal && cp.err == nil; i++ {
 			p.Children = append(p.Children, cp.engineCore(pc, pc.DataParallelRank+i, i, id, h))
 		}
 	}
@@ -181,7 +197,7 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 	id := cp.id(report.RoleEngineCore, dpRank)
 	pc := parent.clone()
 	engineID, dpEngine, err := runEngineCore(pc, dpRank, localDPRank, cp.engineID, cp.args.KVTransfer != nil, cp.opts.Profile)
-	p := &ProcessPlan{Identity: cp.identity(id, parentID, report.RoleEngineCore, pc)}
+	p := cp.newPlan(cp.identity(id, parentID, report.RoleEngineCore, pc))
 	p.Identity.EngineID = engineID
 	if err != nil {
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
@@ -227,7 +243,7 @@ func (cp *cmdPlanner) headless() *ProcessPlan {
 	if err != nil {
 		return cp.crashed(id, "", report.RoleHeadless, nil, StageConfig, err)
 	}
-	p := &ProcessPlan{Identity: cp.identity(id, "", report.RoleHeadless, pc)}
+	p := cp.newPlan(cp.identity(id, "", report.RoleHeadless, pc))
 	p.Identity.EngineID = cp.engineID
 	if pc.DataParallelSizeLocal <= 0 {
 		p.Crash = &Crash{Stage: StageConfig, Error: valueError("data_parallel_size_local must be > 0 in headless mode").Error()}
@@ -249,7 +265,7 @@ func (cp *cmdPlanner) headless() *ProcessPlan {
 		return p
 	}
 	h := headlessHandshake(pc)
-	for j := 0; j < pc.DataParallelSizeLocal; j++ {
+	for j := 0; j < pc.DataParallelSizeLocal && cp.err == nil; j++ {
 		p.Children = append(p.Children, cp.engineCore(pc, pc.DataParallelRank+j, j, id, h))
 	}
 	// CoreEngineProcManager.monitor_engine_liveness: an engine's death shuts the others down and
@@ -262,9 +278,9 @@ func (cp *cmdPlanner) headless() *ProcessPlan {
 // API server per local DP rank, each with its own engine core.
 func (cp *cmdPlanner) supervisor() *ProcessPlan {
 	id := cp.id(report.RoleDPSupervisor, 0)
-	p := &ProcessPlan{Identity: cp.identity(id, "", report.RoleDPSupervisor, nil)}
+	p := cp.newPlan(cp.identity(id, "", report.RoleDPSupervisor, nil))
 	p.Identity.EngineID = cp.engineID
-	for i := 0; i < *cp.args.DataParallelSizeLocal; i++ {
+	for i := 0; i < *cp.args.DataParallelSizeLocal && cp.err == nil; i++ {
 		child := supervisorChildArgs(cp.args, i)
 		p.Children = append(p.Children, cp.apiServer(child, *child.DataParallelRank, id, 1))
 	}

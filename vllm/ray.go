@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"fmt"
+
 	"github.com/widetp/widetp/report"
 )
 
@@ -11,12 +13,16 @@ import (
 // The simulation runs every actor and its workers on the command's host; the per-node ordinal
 // (data_parallel_rank_local) is the one vLLM computes for a cluster of nodes like this one.
 func (cp *cmdPlanner) rayFrontEnd(p *ProcessPlan, pc *ParallelConfig) *ProcessPlan {
+	if pc.DataParallelSize > maxProcessesPerCommand {
+		cp.err = fmt.Errorf("%d Ray actors: %w", pc.DataParallelSize, errNotSimulated)
+		return p
+	}
 	local, err := rayLocalDPRanks(pc, cp.gpus, cp.env.rayDPPackStrategy)
 	if err != nil {
 		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
 		return p
 	}
-	for i := 0; i < pc.DataParallelSize; i++ {
+	for i := 0; i < pc.DataParallelSize && cp.err == nil; i++ {
 		p.Children = append(p.Children, cp.rayActor(pc, i, local[i], p.Identity.ID))
 	}
 	p.ChildFailure = rayActorFailure
@@ -45,7 +51,7 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 	} else {
 		err = pc.reconfigureForIndependentDPRank()
 	}
-	p := &ProcessPlan{Identity: cp.identity(id, parentID, report.RoleRayActor, pc)}
+	p := cp.newPlan(cp.identity(id, parentID, report.RoleRayActor, pc))
 	p.Identity.EngineID = engineID
 	if err != nil {
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}

@@ -19,7 +19,7 @@ func (e *ShellError) Error() string {
 
 // splitWords splits a command line into words the way a POSIX shell does for a simple command:
 // blanks separate words, single quotes keep everything literally, double quotes keep everything
-// but `\"`, `\\`, `\$` and `` \` ``, and a backslash outside quotes escapes the next character
+// but `\"`, `\\`, `\$` and “ \` “, and a backslash outside quotes escapes the next character
 // (a backslash-newline is a line continuation). Expansions ($VAR, globs, ~) are not performed:
 // scenario files hold the literal command a user pasted, and the model must not invent values.
 func splitWords(line string) ([]string, error) {

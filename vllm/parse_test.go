@@ -1,0 +1,334 @@
+package vllm
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Rows encode vllm/engine/arg_utils.py EngineArgs.add_cli_args (flags, short aliases),
+// vllm/utils/argparse_utils.py FlexibleArgumentParser (underscores, --flag=value, dotted JSON
+// keys, -O<n>) and vllm/entrypoints/openai/cli_args.py make_arg_parser (model_tag, --headless,
+// --api-server-count/-asc).
+func TestParseServeAccepts(t *testing.T) {
+	tests := []struct {
+		name  string
+		line  string
+		check func(t *testing.T, a *ServeArgs)
+	}{
+		{
+			name: "positional model and long flags (cli_args.make_arg_parser)",
+			line: "vllm serve org/M --tensor-parallel-size 8 --data-parallel-size 2",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "model", a.Model, "org/M")
+				wantInt(t, "tp", a.TensorParallelSize, 8)
+				wantInt(t, "dp", a.DataParallelSize, 2)
+			},
+		},
+		{
+			name: "short aliases: -dpn is the rank, -dpr the start rank (arg_utils.add_cli_args)",
+			line: "vllm serve m -tp 4 -pp 2 -dcp 2 -pcp 1 -dp 8 -dpn 3 -dpl 1 -dpa h0 -dpp 13345 -dpb mp",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantInt(t, "tp", a.TensorParallelSize, 4)
+				wantInt(t, "pp", a.PipelineParallelSize, 2)
+				wantInt(t, "dcp", a.DecodeContextParallelSize, 2)
+				wantPtr(t, "rank", a.DataParallelRank, intPtr(3))
+				wantPtr(t, "start", a.DataParallelStartRank, nil)
+				wantPtr(t, "local", a.DataParallelSizeLocal, intPtr(1))
+				wantStr(t, "address", *a.DataParallelAddress, "h0")
+				wantPtr(t, "rpc", a.DataParallelRPCPort, intPtr(13345))
+			},
+		},
+		{
+			name: "-dpr is --data-parallel-start-rank, not the rank (arg_utils.add_cli_args)",
+			line: "vllm serve m -dp 4 -dpl 2 -dpr 2 --headless",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantPtr(t, "start", a.DataParallelStartRank, intPtr(2))
+				wantPtr(t, "rank", a.DataParallelRank, nil)
+				if !a.Headless {
+					t.Error("headless not set")
+				}
+			},
+		},
+		{
+			name: "underscores for dashes and --flag=value (argparse_utils.FlexibleArgumentParser)",
+			line: "vllm serve m --tensor_parallel_size=2 --data_parallel_size 4 --node_rank=1 --nnodes=2",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantInt(t, "tp", a.TensorParallelSize, 2)
+				wantInt(t, "dp", a.DataParallelSize, 4)
+				wantInt(t, "node rank", a.NodeRank, 1)
+				wantInt(t, "nnodes", a.NNodes, 2)
+			},
+		},
+		{
+			name: "LB booleans with short forms and --no- spellings (argparse.BooleanOptionalAction)",
+			line: "vllm serve m -dp 2 -dpe --no-data-parallel-hybrid-lb -ep --no-enable-expert-parallel",
+			check: func(t *testing.T, a *ServeArgs) {
+				if !a.DataParallelExternalLB || a.DataParallelHybridLB || a.EnableExpertParallel {
+					t.Errorf("external=%v hybrid=%v ep=%v", a.DataParallelExternalLB, a.DataParallelHybridLB, a.EnableExpertParallel)
+				}
+			},
+		},
+		{
+			name: "nnodes and node-rank short forms -n, -r, api server count -asc (arg_utils, cli_args)",
+			line: "vllm serve m -n 4 -r 3 -asc 2",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantInt(t, "nnodes", a.NNodes, 4)
+				wantInt(t, "node rank", a.NodeRank, 3)
+				wantPtr(t, "api", a.APIServerCount, intPtr(2))
+			},
+		},
+		{
+			name: "unset optional ints stay None, distinct from 0 (EngineArgs defaults)",
+			line: "vllm serve m --data-parallel-rank 0",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantPtr(t, "rank", a.DataParallelRank, intPtr(0))
+				wantPtr(t, "start", a.DataParallelStartRank, nil)
+				wantPtr(t, "local", a.DataParallelSizeLocal, nil)
+				wantPtr(t, "rpc", a.DataParallelRPCPort, nil)
+				wantPtr(t, "api", a.APIServerCount, nil)
+				if a.DataParallelAddress != nil {
+					t.Error("address set")
+				}
+			},
+		},
+		{
+			name: "--model when no positional; a positional wins (serve.py ServeSubcommand.cmd)",
+			line: "vllm serve --model a/B pos/C",
+			check: func(t *testing.T, a *ServeArgs) { wantStr(t, "model", a.Model, "pos/C") },
+		},
+		{
+			name: "--model alone (serve.py ServeSubcommand.cmd)",
+			line: "vllm serve --model=a/B -tp 2",
+			check: func(t *testing.T, a *ServeArgs) { wantStr(t, "model", a.Model, "a/B") },
+		},
+		{
+			name: "shell quoting, backslash-newline and leading env assignments (POSIX shell)",
+			line: "VLLM_DP_RANK=1 TMPDIR='/var/tmp' /usr/bin/vllm serve \"org/My Model\" \\\n --kv-transfer-config '{\"kv_connector\":\"MooncakeStoreConnector\",\"kv_role\":\"kv_both\",\"kv_connector_extra_config\":{\"lookup_rpc_port\":7}}'",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "model", a.Model, "org/My Model")
+				wantStr(t, "env rank", a.Env["VLLM_DP_RANK"], "1")
+				wantStr(t, "env tmp", a.Env["TMPDIR"], "/var/tmp")
+				if !a.HasMooncakeStore() || a.KVTransfer.Role != "kv_both" {
+					t.Errorf("kv = %+v", a.KVTransfer)
+				}
+				if got := pyStr(a.KVTransfer.ExtraConfig["lookup_rpc_port"]); got != "7" {
+					t.Errorf("lookup_rpc_port = %s", got)
+				}
+			},
+		},
+		{
+			name: "dotted JSON keys build the kv-transfer-config (argparse_utils.FlexibleArgumentParser)",
+			line: "vllm serve m --kv-transfer-config.kv_connector MooncakeStoreConnector --kv-transfer-config.kv_role=kv_producer --kv-transfer-config.kv_connector_extra_config.lookup_rpc_port 9 --kv-transfer-config.engine_id E1",
+			check: func(t *testing.T, a *ServeArgs) {
+				if !a.HasMooncakeStore() || a.KVTransfer.Role != "kv_producer" || *a.KVTransfer.EngineID != "E1" {
+					t.Fatalf("kv = %+v", a.KVTransfer)
+				}
+				if got := pyStr(a.KVTransfer.ExtraConfig["lookup_rpc_port"]); got != "9" {
+					t.Errorf("lookup_rpc_port = %s", got)
+				}
+			},
+		},
+		{
+			name: "Mooncake store inside a MultiConnector (kv_connector/v1/multi_connector.py)",
+			line: `vllm serve m --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":3}}]}}'`,
+			check: func(t *testing.T, a *ServeArgs) {
+				extra, ok := a.KVTransfer.mooncakeStoreExtra()
+				if !ok || pyStr(extra["lookup_rpc_port"]) != "3" {
+					t.Errorf("extra = %v ok=%v", extra, ok)
+				}
+			},
+		},
+		{
+			name: "other real flags are kept verbatim, lists take several words (arg_utils get_kwargs)",
+			line: "vllm serve m --served-model-name a b --gpu-memory-utilization 0.9 --max-model-len 32k --no-enable-prefix-caching --enforce-eager -O3 --hf-token --trust-remote-code",
+			check: func(t *testing.T, a *ServeArgs) {
+				got := []string{}
+				for _, o := range a.Other {
+					v := "<nil>"
+					if o.Value != nil {
+						v = *o.Value
+					}
+					got = append(got, o.Flag+"="+v)
+				}
+				want := "--served-model-name=a --served-model-name=b --gpu-memory-utilization=0.9 --max-model-len=32k --no-enable-prefix-caching=<nil> --enforce-eager=<nil> --optimization-level=3 --hf-token=<nil> --trust-remote-code=<nil>"
+				wantStr(t, "other", strings.Join(got, " "), want)
+			},
+		},
+		{
+			name: "a negative number is a value, not an option (argparse _negative_number_matcher)",
+			line: "vllm serve m --seed -1 --max-logprobs -1",
+			check: func(t *testing.T, a *ServeArgs) {
+				if len(a.Other) != 2 || *a.Other[0].Value != "-1" {
+					t.Errorf("other = %+v", a.Other)
+				}
+			},
+		},
+		{
+			name: "python int() spellings: underscores and a plus sign",
+			line: "vllm serve m -tp +16 --master-port 29_501",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantInt(t, "tp", a.TensorParallelSize, 16)
+				wantInt(t, "master port", a.MasterPort, 29501)
+			},
+		},
+		{
+			name: "defaults of ParallelConfig and FrontendArgs",
+			line: "vllm serve",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantInt(t, "tp", a.TensorParallelSize, 1)
+				wantInt(t, "dp", a.DataParallelSize, 1)
+				wantInt(t, "nnodes", a.NNodes, 1)
+				wantStr(t, "master addr", a.MasterAddr, "127.0.0.1")
+				wantInt(t, "master port", a.MasterPort, 29501)
+				wantInt(t, "port", a.Port, 8000)
+				wantStr(t, "backend", a.DataParallelBackend, "mp")
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := ParseServe(tt.line)
+			if err != nil {
+				t.Fatalf("ParseServe(%q): %v", tt.line, err)
+			}
+			tt.check(t, a)
+		})
+	}
+}
+
+// Rows encode what argparse (exit status 2), the pydantic field constraints of
+// vllm/config/parallel.py ParallelConfig and vllm/config/kv_transfer.py KVTransferConfig reject.
+func TestParseServeRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+		// want are substrings the error must contain (the flag and the value).
+		want []string
+	}{
+		{"unknown flag", "vllm serve m --tensor-paralel-size 2", []string{"unrecognized arguments", "--tensor-paralel-size"}},
+		{"unknown short flag", "vllm serve m -tpx 2", []string{"unrecognized arguments", "-tpx"}},
+		{"second positional", "vllm serve a b", []string{"unrecognized arguments", "b"}},
+		{"missing value", "vllm serve m --tensor-parallel-size", []string{"--tensor-parallel-size/-tp", "expected one argument"}},
+		{"value is an option", "vllm serve m -tp --headless", []string{"--tensor-parallel-size/-tp", "expected one argument"}},
+		{"non-integer size", "vllm serve m -tp two", []string{"--tensor-parallel-size/-tp", "invalid int value", "two"}},
+		{"float size", "vllm serve m --data-parallel-size 1.5", []string{"--data-parallel-size/-dp", "1.5"}},
+		{"negative rank (ParallelConfig Field ge=0)", "vllm serve m -dp 2 --data-parallel-rank -1", []string{"--data-parallel-rank/-dpn", "-1", "greater than or equal to 0"}},
+		{"zero tensor parallel size (Field ge=1)", "vllm serve m -tp 0", []string{"--tensor-parallel-size/-tp", "greater than or equal to 1"}},
+		{"rpc port above 65535 (Field le=65535)", "vllm serve m -dpp 70000", []string{"--data-parallel-rpc-port/-dpp", "70000"}},
+		{"explicit value for a boolean", "vllm serve m --headless=true", []string{"--headless", "ignored explicit argument"}},
+		{"bad JSON", `vllm serve m --kv-transfer-config '{"kv_connector":'`, []string{"--kv-transfer-config", "invalid JSON"}},
+		{"JSON that is not an object", `vllm serve m --kv-transfer-config '[1]'`, []string{"--kv-transfer-config", "expected an object"}},
+		{"kv_role outside KVRole", `vllm serve m --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"both"}'`, []string{"--kv-transfer-config", "kv_role"}},
+		{"kv_connector without kv_role (KVTransferConfig.__post_init__)", `vllm serve m --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector"}'`, []string{"--kv-transfer-config", "Please specify kv_role"}},
+		{"engine_id must be a string", `vllm serve m --kv-transfer-config '{"kv_connector":"X","kv_role":"kv_both","engine_id":7}'`, []string{"engine_id", "valid string"}},
+		{"not vllm", "python -m vllm.entrypoints.openai.api_server", []string{"not a vllm command"}},
+		{"not serve", "vllm bench serve", []string{"serve subcommand"}},
+		{"empty", "   ", []string{"empty command"}},
+		{"config file", "vllm serve m --config c.yaml", []string{"--config", "c.yaml"}},
+		{"dotted key on a non-JSON flag", "vllm serve m --tensor-parallel-size.x 1", []string{"unrecognized arguments"}},
+		{"unterminated single quote", "vllm serve m --kv-transfer-config '{", []string{"unterminated single quote"}},
+		{"unterminated double quote", `vllm serve "m`, []string{"unterminated double quote"}},
+		{"trailing backslash", `vllm serve m \`, []string{"backslash at end"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, err := ParseServe(tt.line)
+			if err == nil {
+				t.Fatalf("ParseServe(%q) = %+v, want an error", tt.line, a)
+			}
+			var ae *ArgError
+			var se *ShellError
+			if !errors.As(err, &ae) && !errors.As(err, &se) {
+				t.Errorf("error type %T, want *ArgError or *ShellError", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestSplitWordsLikeAShell(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{`a  b	c`, []string{"a", "b", "c"}},
+		{`'a b'"c d"e`, []string{"a bc de"}},
+		{`"a\"b\\c\$d\e"`, []string{`a"b\c$d\e`}},
+		{`a\ b`, []string{"a b"}},
+		{"a \\\nb", []string{"a", "b"}},
+		{`''`, []string{""}},
+		{`'it'\''s'`, []string{"it's"}},
+	}
+	for _, tt := range tests {
+		got, err := splitWords(tt.in)
+		if err != nil {
+			t.Errorf("splitWords(%q): %v", tt.in, err)
+			continue
+		}
+		if strings.Join(got, "|") != strings.Join(tt.want, "|") || len(got) != len(tt.want) {
+			t.Errorf("splitWords(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestKnownFlagsCoverTheIdentityFlags(t *testing.T) {
+	names := map[string]FlagInfo{}
+	for _, f := range KnownFlags() {
+		for _, n := range f.Names {
+			names[n] = f
+		}
+	}
+	for _, n := range []string{"-tp", "-pp", "-dcp", "-pcp", "-dp", "-dpn", "-dpr", "-dpl", "-dpa", "-dpp", "-dpb", "-dph", "-dpe",
+		"--headless", "--nnodes", "--node-rank", "--master-addr", "--master-port", "--api-server-count", "--port",
+		"--data-parallel-backend", "--data-parallel-external-lb", "--data-parallel-hybrid-lb", "--data-parallel-start-rank",
+		"--data-parallel-rpc-port", "--data-parallel-address", "--prefill-context-parallel-size",
+		"--decode-context-parallel-size", "--enable-expert-parallel", "--kv-transfer-config"} {
+		if _, ok := names[n]; !ok {
+			t.Errorf("flag %s missing from the catalog", n)
+		}
+	}
+	if !names["--data-parallel-external-lb"].Negatable || names["--headless"].Negatable {
+		t.Error("BooleanOptionalAction flags must be negatable, store_true ones not")
+	}
+	if !names["-tp"].TakesValue || names["--headless"].TakesValue {
+		t.Error("TakesValue wrong")
+	}
+}
+
+func wantStr(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %q, want %q", what, got, want)
+	}
+}
+
+func wantInt(t *testing.T, what string, got, want int) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s = %d, want %d", what, got, want)
+	}
+}
+
+func wantPtr(t *testing.T, what string, got, want *int) {
+	t.Helper()
+	switch {
+	case got == nil && want == nil:
+	case got == nil || want == nil:
+		t.Errorf("%s = %s, want %s", what, showPtr(got), showPtr(want))
+	case *got != *want:
+		t.Errorf("%s = %d, want %d", what, *got, *want)
+	}
+}
+
+func showPtr(p *int) string {
+	if p == nil {
+		return "None"
+	}
+	return strconv.Itoa(*p)
+}
