@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/widetp/widetp/scenarios"
+	"github.com/widetp/widetp/vllm"
 )
 
 // The shipped scenarios all load, with distinct names; explain's tests check what they predict.
@@ -88,5 +89,24 @@ func write(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The README documents every named profile and every change the model accepts.
+func TestReadmeDocumentsProfiles(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range vllm.ProfileNames() {
+		if !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("README does not name profile %s", name)
+		}
+	}
+	for _, c := range vllm.Changes() {
+		row := "| `" + c.Name + "` | `" + strings.Join(c.Values, "`, `") + "` |"
+		if !strings.Contains(string(readme), row) {
+			t.Errorf("README lacks the row of change %s: %s", c.Name, row)
+		}
 	}
 }

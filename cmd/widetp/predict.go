@@ -1,0 +1,13 @@
+package main
+
+import (
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/scenarios"
+	"github.com/widetp/widetp/vllm"
+)
+
+// predict derives every process record of s from the vLLM model, as a run's processes would
+// report them.
+func predict(s *scenarios.Scenario) ([]report.Process, error) {
+	return vllm.Predict(s.Deployment())
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/scenarios"
+)
+
+// writeExplain prints the human form of an explain report: per node a table of its processes,
+// then the replicas, then the violations and how they compare with the scenario's expect.
+func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []report.Kind, match bool) {
+	fmt.Fprintf(w, "scenario %s (%s)\nprofile  %s\nmodel    %s (%s)\n", s.Name, s.File, rep.Profile, s.Model.Name, moeWord(s.Model.MoE))
+	byHost := map[string][]report.Process{}
+	for _, p := range rep.Processes {
+		byHost[p.Host] = append(byHost[p.Host], p)
+	}
+	for _, n := range s.Nodes {
+		procs := byHost[n.Host]
+		delete(byHost, n.Host)
+		fmt.Fprintf(w, "\nnode %s: %d GPUs, %d command(s), %d process(es)\n", n.Host, n.GPUs, len(n.Commands), len(procs))
+		writeProcessTable(w, procs)
+	}
+	// A record on a host the scenario does not name would be a model bug; show it rather than drop it.
+	for _, h := range sortedKeys(byHost) {
+		fmt.Fprintf(w, "\nhost %s (not a node of the scenario)\n", h)
+		writeProcessTable(w, byHost[h])
+	}
+
+	fmt.Fprintln(w, "\nreplicas")
+	writeReplicas(w, rep.Processes)
+
+	fmt.Fprintf(w, "\nviolations (%d)\n", len(rep.Violations))
+	for _, v := range rep.Violations {
+		fmt.Fprintf(w, "  %s\n", v.Message)
+	}
+	if len(rep.Violations) == 0 {
+		fmt.Fprintln(w, "  none")
+	}
+	verdict := "as expected"
+	if !match {
+		verdict = "NOT as expected"
+	}
+	fmt.Fprintf(w, "\nexpected %s, predicted %s: %s\n", kinds(rep.Expected), kinds(got), verdict)
+}
+
+func writeProcessTable(w io.Writer, procs []report.Process) {
+	if len(procs) == 0 {
+		fmt.Fprintln(w, "  (no processes)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PROCESS\tROLE\tREPLICA\tDP RANK\tRANK_LOCAL\tDP INDEX\tMOONCAKE\tRANK/TP/PP\tLOOKUP\tENGINE ID\tEXIT")
+	for _, p := range procs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			p.ID, p.Role, dash(p.Replica), p.DataParallelRank, optInt(p.DataParallelRankLocal), p.DataParallelIndex,
+			optInt(p.MooncakeDPIndex), ranks(p), lookup(p), dash(p.EngineID), exit(p.Exit))
+	}
+	tw.Flush()
+}
+
+// writeReplicas summarises each replica: its engine, index, hosts and the Mooncake indices its
+// members computed (one value when they agree).
+func writeReplicas(w io.Writer, procs []report.Process) {
+	type summary struct {
+		engine  string
+		index   string
+		hosts   []string
+		workers int
+		indices map[string]bool
+	}
+	reps := map[string]*summary{}
+	for _, p := range procs {
+		if p.Replica == "" {
+			continue
+		}
+		r := reps[p.Replica]
+		if r == nil {
+			r = &summary{indices: map[string]bool{}}
+			reps[p.Replica] = r
+		}
+		if (p.Role == report.RoleEngineCore || p.Role == report.RoleRayActor) && r.engine == "" {
+			r.engine, r.index = p.ID, strconv.Itoa(p.DataParallelIndex)
+		}
+		if p.Role == report.RoleWorker {
+			r.workers++
+		}
+		if !contains(r.hosts, p.Host) {
+			r.hosts = append(r.hosts, p.Host)
+		}
+		if p.MooncakeDPIndex != nil {
+			r.indices[strconv.Itoa(*p.MooncakeDPIndex)] = true
+		}
+	}
+	if len(reps) == 0 {
+		fmt.Fprintln(w, "  none")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  REPLICA\tDP INDEX\tENGINE\tWORKERS\tHOSTS\tMOONCAKE INDICES")
+	for _, name := range sortedKeys(reps) {
+		r := reps[name]
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", name, dash(r.index), dash(r.engine), r.workers,
+			strings.Join(r.hosts, ","), dash(strings.Join(sortedKeys(r.indices), ",")))
+	}
+	tw.Flush()
+}
+
+func ranks(p report.Process) string {
+	if p.Rank == nil && p.TPRank == nil && p.PPRank == nil {
+		return "-"
+	}
+	return optInt(p.Rank) + "/" + optInt(p.TPRank) + "/" + optInt(p.PPRank)
+}
+
+func lookup(p report.Process) string {
+	if p.LookupPath == "" {
+		return "-"
+	}
+	return fmt.Sprintf("%s %s", p.LookupRole, p.LookupPath)
+}
+
+func exit(e *report.Exit) string {
+	switch {
+	case e == nil:
+		return "-"
+	case e.Error != "":
+		return e.Error
+	case e.Signal != "":
+		return e.Signal
+	}
+	return "exit " + strconv.Itoa(e.Code)
+}
+
+// optInt renders a Python optional int: nil is None, distinct from 0.
+func optInt(p *int) string {
+	if p == nil {
+		return "None"
+	}
+	return strconv.Itoa(*p)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func kinds(ks []report.Kind) string {
+	if len(ks) == 0 {
+		return "[] (healthy)"
+	}
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = string(k)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+func moeWord(moe bool) string {
+	if moe {
+		return "MoE"
+	}
+	return "dense"
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
