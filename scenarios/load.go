@@ -49,7 +49,8 @@ func Parse(file string, data []byte, opts ...Option) (*Scenario, error) {
 
 // LoadAll loads every *.yaml file of dir, in name order, and checks that scenario names are
 // unique across them (a name seeds a run's ids and names its artifacts). A directory without
-// scenarios is an error: a suite over it would pass having checked nothing.
+// scenarios is an error: a suite over it would pass having checked nothing. On error, the
+// scenarios that did load are returned with it.
 func LoadAll(dir string) ([]*Scenario, error) {
 	if _, err := os.Stat(dir); err != nil {
 		return nil, fmt.Errorf("list scenarios in %s: %w", dir, unwrapPath(err))
