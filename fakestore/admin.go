@@ -18,7 +18,7 @@ import (
 const healthJSON = `{"status":"ok","role":"leader","ha_state":"serving","service_ready":true}`
 
 func (s *Server) serveAdmin(x *exchange, r *http.Request) {
-	x.Header().Set("Server", cinatraServer)
+	x.Header()["Server"] = headerValues[cinatraServer]
 	if r.Method != http.MethodGet {
 		writeText(x, http.StatusNotFound, ctNone, bodyCinatra404)
 		return
@@ -87,7 +87,7 @@ func (s *Server) serveAdmin(x *exchange, r *http.Request) {
 // forcedAdmin answers a status fault: 503 is the master's "service plane is not active" JSON;
 // other statuses carry coro_http's default text.
 func (s *Server) forcedAdmin(x *exchange, f *api.Fault) {
-	x.Header().Set("Server", cinatraServer)
+	x.Header()["Server"] = headerValues[cinatraServer]
 	status := f.Status
 	if status == 0 {
 		status = http.StatusServiceUnavailable

@@ -96,8 +96,9 @@ func TestClientTTLExpiry(t *testing.T) {
 	// quiet pinged at +6s; chatty at +6s too. Pass quiet's deadline only by pinging chatty.
 	clock.Advance(6 * time.Second)
 	pingStatus(t, c, "chatty")
-	clock.Advance(5 * time.Second)
+	// The background sweeper may expire quiet as soon as the clock moves: look from before that.
 	since := s.Snapshot().LastSeq
+	clock.Advance(5 * time.Second)
 	s.Sweep()
 
 	ev, err := c.WaitFor(ctx, since, func(e api.Event) bool { return e.Plane == api.PlaneStore && e.Op == "expire" })

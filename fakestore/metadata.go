@@ -3,6 +3,7 @@ package fakestore
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -57,11 +58,22 @@ func writeText(x *exchange, status int, contentType, body string) {
 	h := x.Header()
 	if contentType == ctNone {
 		h["Content-Type"] = nil // stops net/http from sniffing one
+	} else if v, ok := headerValues[contentType]; ok {
+		h["Content-Type"] = v // shared, never mutated: saves an allocation per answer
 	} else {
 		h.Set("Content-Type", contentType)
 	}
 	x.WriteHeader(status)
-	_, _ = x.Write([]byte(body))
+	_, _ = io.WriteString(x, body)
+}
+
+// headerValues are the header values the planes send, allocated once.
+var headerValues = map[string][]string{}
+
+func init() {
+	for _, v := range []string{ctJSON, ctJSONUTF8, ctTextUTF8, ctTextPlain, ctPrometheus, cinatraServer} {
+		headerValues[v] = []string{v}
+	}
 }
 
 // metadataKey reads ?key= the way the flavor does; ok is false when the query's percent-encoding
@@ -90,7 +102,7 @@ func (s *Server) serveMetadata(x *exchange, r *http.Request, body []byte) {
 }
 
 func (s *Server) metadataCPP(x *exchange, r *http.Request, body []byte) {
-	x.Header().Set("Server", cinatraServer)
+	x.Header()["Server"] = headerValues[cinatraServer]
 	// coro_http routes on "METHOD path": unregistered pairs get 404 with the status line's text.
 	if r.URL.Path == "/health" && r.Method == http.MethodGet {
 		writeText(x, http.StatusOK, ctNone, bodyHealthOK)
@@ -224,7 +236,7 @@ func (s *Server) tooLargeMetadata(x *exchange, r *http.Request, read int64) {
 	case FlavorGo:
 		writeText(x, http.StatusRequestEntityTooLarge, ctTextPlain, "Request Entity Too Large")
 	default:
-		x.Header().Set("Server", cinatraServer)
+		x.Header()["Server"] = headerValues[cinatraServer]
 		writeText(x, http.StatusRequestEntityTooLarge, ctNone, "Request Entity Too Large")
 	}
 }
@@ -235,7 +247,7 @@ func (s *Server) forcedMetadata(x *exchange, r *http.Request, status int, body s
 	switch s.cfg.Flavor {
 	case FlavorCPP:
 		ct = ctNone
-		x.Header().Set("Server", cinatraServer)
+		x.Header()["Server"] = headerValues[cinatraServer]
 	}
 	if body == "" {
 		switch status {
@@ -306,7 +318,7 @@ func (s *Server) metaPut(key string, body []byte, peer string, rule rpcMetaRule,
 	old, exists := s.meta.values[key]
 	if exists && strings.Contains(key, "rpc_meta") {
 		holder := ""
-		if reg, ok := s.reg.regs[kind+"\x00"+key]; ok {
+		if reg, ok := s.reg.regs[regKey{kind, key}]; ok {
 			holder = reg.Writer
 		}
 		d := api.Duplicate{Time: now, Kind: kindRPCMeta, Name: name, Key: key, Holder: holder, Peer: peer}
@@ -339,7 +351,7 @@ func (s *Server) metaPut(key string, body []byte, peer string, rule rpcMetaRule,
 		s.reg.note(kind, key, name, peer, "put", "size-budget-exhausted", exists, now)
 		return putSizeBudget
 	}
-	s.meta.values[key] = append([]byte(nil), body...)
+	s.meta.values[key] = body // readBody's own buffer: nothing else holds it
 	s.meta.bytes = total
 	s.reg.write(kind, key, name, peer, "put", "updated", now)
 	return putUpdated

@@ -39,20 +39,23 @@ func classifyKey(key string) (kind, name string) {
 // registry is the store's record of who registered what: the inspection data tests read. It
 // survives a restart fault (the observer does not forget what it saw); only reset clears it.
 type registry struct {
-	regs       map[string]*api.Registration // by kind + "\x00" + key
-	order      []string
+	regs       map[regKey]*api.Registration
+	order      []regKey
 	duplicates []api.Duplicate
 	reports    map[string]report.Process
 	posts      map[string]int
 	reportLog  []report.Process
 }
 
+// regKey names a registration: a metadata key of a kind, or a segment id.
+type regKey struct{ kind, key string }
+
 func newRegistry() *registry {
-	return &registry{regs: map[string]*api.Registration{}, reports: map[string]report.Process{}, posts: map[string]int{}}
+	return &registry{regs: map[regKey]*api.Registration{}, reports: map[string]report.Process{}, posts: map[string]int{}}
 }
 
 func (r *registry) get(kind, key, name string) *api.Registration {
-	id := kind + "\x00" + key
+	id := regKey{kind, key}
 	reg, ok := r.regs[id]
 	if !ok {
 		reg = &api.Registration{Kind: kind, Key: key, Name: name}
@@ -85,7 +88,7 @@ func (r *registry) note(kind, key, name, peer, op, result string, live bool, now
 
 // noteIfKnown records on an existing registration only (a delete of a key nobody wrote).
 func (r *registry) noteIfKnown(kind, key, peer, op, result string, live bool, now time.Time) {
-	if reg, ok := r.regs[kind+"\x00"+key]; ok {
+	if reg, ok := r.regs[regKey{kind, key}]; ok {
 		reg.Live = live
 		reg.History = append(reg.History, api.RegistrationEntry{Time: now, Op: op, Peer: peer, Result: result})
 	}

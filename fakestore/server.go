@@ -225,6 +225,9 @@ type exchange struct {
 	fault   string
 	detail  string
 	dropped bool
+	// recorded is set once the event is in the log (a dropped request logs before it closes the
+	// connection, so whoever sees the close also finds the event).
+	recorded bool
 }
 
 func (x *exchange) WriteHeader(code int) {
@@ -241,6 +244,14 @@ func (x *exchange) Write(b []byte) (int, error) {
 	return x.ResponseWriter.Write(b)
 }
 
+// WriteString passes strings through without a copy.
+func (x *exchange) WriteString(s string) (int, error) {
+	if x.status == 0 {
+		x.status = http.StatusOK
+	}
+	return io.WriteString(x.ResponseWriter, s)
+}
+
 // Flush lets http.Redirect and friends flush through the wrapper.
 func (x *exchange) Flush() {
 	if f, ok := x.ResponseWriter.(http.Flusher); ok {
@@ -251,7 +262,6 @@ func (x *exchange) Flush() {
 // kill closes the request's connection without an answer; reset makes the close an RST (what a
 // refused peer sees) instead of a FIN.
 func (x *exchange) kill(reset bool) {
-	x.dropped = true
 	rc := http.NewResponseController(x.ResponseWriter)
 	conn, _, err := rc.Hijack()
 	if err != nil {
@@ -293,7 +303,8 @@ func (s *Server) Handler(listener api.Plane) http.Handler {
 		now := s.clock.Now()
 		sc := scope{plane: plane, method: r.Method, peer: x.peer}
 		if f := s.faults.take(api.FaultRefuse, sc, now); f != nil {
-			x.fault, x.detail = f.ID, "refused"
+			x.fault, x.detail, x.dropped = f.ID, "refused", true
+			s.record(plane, x, r)
 			x.kill(true)
 			return
 		}
@@ -328,7 +339,8 @@ func (s *Server) Handler(listener api.Plane) http.Handler {
 			t.Stop()
 		}
 		if f := s.faults.take(api.FaultDrop, sc, now); f != nil {
-			x.fault, x.detail = f.ID, "dropped"
+			x.fault, x.detail, x.dropped = f.ID, "dropped", true
+			s.record(plane, x, r)
 			x.kill(false)
 			return
 		}
@@ -351,6 +363,10 @@ func (s *Server) Handler(listener api.Plane) http.Handler {
 // record appends the request's event once it has been answered (so a waiter woken by it sees
 // the state it left).
 func (s *Server) record(plane api.Plane, x *exchange, r *http.Request) {
+	if x.recorded {
+		return
+	}
+	x.recorded = true
 	status := x.status
 	if x.dropped {
 		status = 0
@@ -473,10 +489,10 @@ func (l *refusingListener) Accept() (net.Conn, error) {
 		if f == nil {
 			return c, nil
 		}
+		l.s.events.append(api.Event{Time: l.s.clock.Now(), Plane: l.plane, Peer: peer, Fault: f.ID, Detail: "refused"})
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0)
 		}
 		_ = c.Close()
-		l.s.events.append(api.Event{Time: l.s.clock.Now(), Plane: l.plane, Peer: peer, Fault: f.ID, Detail: "refused"})
 	}
 }
