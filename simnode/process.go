@@ -268,7 +268,11 @@ func (p *proc) run(dec *json.Decoder, sigs <-chan os.Signal) int {
 	}
 	stopFlow()
 	if flowRunning {
-		<-flowDone
+		// An exception the flow raised before it saw the cancellation is how this process ends:
+		// the parent's shutdown or the signal came too late for it.
+		if e := <-flowDone; e != nil {
+			end = ending{kind: endCrash, err: e}
+		}
 	}
 	end.failed = failed
 	return p.finish(end, sigs)
@@ -536,15 +540,20 @@ func (p *proc) childFailure(failed []childExit) string {
 	}
 	parts := make([]string, 0, len(failed))
 	for _, f := range failed {
-		parts = append(parts, fmt.Sprintf("'%s': %d", pyProcName(f.child.plan.Identity), f.exit.Code))
+		parts = append(parts, fmt.Sprintf("'%s': %d", pyProcName(p.plan.Identity.DataParallelSize, f.child.plan.Identity), f.exit.Code))
 	}
 	return strings.TrimSuffix(msg, vllm.ChildFailurePlaceholder) + "{" + strings.Join(parts, ", ") + "}"
 }
 
-// pyProcName is the multiprocessing name vLLM gives a child process.
-func pyProcName(id report.Process) string {
+// pyProcName is the multiprocessing name vLLM gives a child process: CoreEngineProcManager names
+// engine cores EngineCore_DP<index> when its front end runs DP, EngineCore otherwise
+// (vllm/v1/engine/utils.py); MultiprocExecutor names workers VllmWorker-<rank>.
+func pyProcName(frontEndDPSize int, id report.Process) string {
 	switch id.Role {
 	case report.RoleEngineCore:
+		if frontEndDPSize <= 1 {
+			return "EngineCore"
+		}
 		return fmt.Sprintf("EngineCore_DP%d", id.DataParallelIndex)
 	case report.RoleWorker:
 		if id.Rank != nil {

@@ -1,0 +1,307 @@
+package simnode_test
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/widetp/widetp/check"
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/simnode"
+	"github.com/widetp/widetp/vllm"
+)
+
+// host is one simulated host of a local run: its own name, loopback address and ipc root.
+type host struct {
+	name, ip string
+	commands []string
+}
+
+// deployment is a scenario run for real: one `simnode node` per host on the in-process store.
+type deployment struct {
+	profile  string
+	model    vllm.Model
+	gpus     int
+	hosts    []host
+	timeouts simnode.Timeouts
+}
+
+// outcome is what a run observed next to what the model predicts for it.
+type outcome struct {
+	observed  map[string]report.Process
+	predicted map[string]report.Process
+	nodes     map[string]*node
+	store     *store
+}
+
+func (d deployment) run(t *testing.T) *outcome {
+	t.Helper()
+	profile, err := vllm.ProfileNamed(d.profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vnodes []vllm.Node
+	var pairs []string
+	for _, h := range d.hosts {
+		vnodes = append(vnodes, vllm.Node{Host: h.name, GPUs: d.gpus, Commands: h.commands})
+		pairs = append(pairs, h.name+"="+h.ip)
+	}
+	pred, err := vllm.Predict(vllm.Deployment{Name: t.Name(), Model: d.model, Profile: profile, Seed: "1", Nodes: vnodes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &outcome{predicted: map[string]report.Process{}, nodes: map[string]*node{}, store: newStore(t)}
+	for _, p := range pred {
+		o.predicted[p.ID] = p
+	}
+	for _, h := range d.hosts {
+		cfg := o.store.config(h.name)
+		cfg.GPUs = d.gpus
+		cfg.Commands = h.commands
+		cfg.Model = simnode.Model{Name: d.model.Name, MoE: d.model.MoE}
+		cfg.Profile = []byte(`"` + d.profile + `"`)
+		if d.timeouts.Rendezvous != 0 {
+			cfg.Timeouts = d.timeouts
+		}
+		o.nodes[h.name] = startNode(t, hostEnv{name: h.name, ip: h.ip, hosts: strings.Join(pairs, ",")}, cfg)
+	}
+	o.observed = o.store.waitRecords(t, "every process the model starts to be ready or gone", func(m map[string]report.Process) bool {
+		for id := range o.predicted {
+			if !o.startedInPrediction(id) {
+				continue
+			}
+			r, ok := m[id]
+			// A process the model ends must have ended; one it keeps must be up. A run that
+			// diverges runs into the bound and fails with what it saw.
+			if !ok || (o.predicted[id].Exit != nil && r.Exit == nil) || (r.Exit == nil && !r.Ready) {
+				return false
+			}
+		}
+		return true
+	})
+	return o
+}
+
+// startedInPrediction: the model's paper run started the process (a child of a process that
+// exited before starting it has neither an exit nor a parent alive).
+func (o *outcome) startedInPrediction(id string) bool {
+	p := o.predicted[id]
+	if p.Exit != nil || p.Parent == "" {
+		return true
+	}
+	return o.predicted[p.Parent].Exit == nil
+}
+
+func records(m map[string]report.Process) []report.Process {
+	out := make([]report.Process, 0, len(m))
+	for _, r := range m {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	report.ResolveLookups(out)
+	return out
+}
+
+func kinds(procs []report.Process) []report.Kind { return report.KindSet(check.Run(procs)) }
+
+// agreesWithPrediction checks that the run and the model's paper run agree on every violation
+// kind and, process by process, on what the checks read: whether it lives, its Mooncake DP index
+// and which server answered its lookup. Texts and timings may differ (a real rendezvous times
+// out after the node's bound, the paper one after torch's 600 s).
+func (o *outcome) agreesWithPrediction(t *testing.T) {
+	t.Helper()
+	obs, pred := records(o.observed), records(o.predicted)
+	if got, want := kinds(obs), kinds(pred); !slices.Equal(got, want) {
+		t.Errorf("violation kinds: observed %v, predicted %v", got, want)
+	}
+	byID := map[string]report.Process{}
+	for _, r := range obs {
+		byID[r.ID] = r
+	}
+	for _, p := range pred {
+		if !o.startedInPrediction(p.ID) {
+			if _, ok := byID[p.ID]; ok {
+				t.Errorf("%s ran, the model never starts it", p.ID)
+			}
+			continue
+		}
+		r, ok := byID[p.ID]
+		if !ok {
+			t.Errorf("%s: no record, the model starts it", p.ID)
+			continue
+		}
+		if r.Live() != p.Live() {
+			t.Errorf("%s: observed exit %+v, predicted %+v", p.ID, r.Exit, p.Exit)
+		}
+		if fmt.Sprint(deref(r.MooncakeDPIndex)) != fmt.Sprint(deref(p.MooncakeDPIndex)) {
+			t.Errorf("%s: Mooncake DP index %v, predicted %v", p.ID, deref(r.MooncakeDPIndex), deref(p.MooncakeDPIndex))
+		}
+		if p.Lookup != nil && p.Live() && (r.Lookup == nil || r.Lookup.ServedBy != p.Lookup.ServedBy) {
+			t.Errorf("%s: lookup %+v, predicted served by %q", p.ID, r.Lookup, p.Lookup.ServedBy)
+		}
+	}
+	if t.Failed() {
+		for _, v := range check.Run(obs) {
+			t.Logf("observed: %s", v.Message)
+		}
+	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+const kvStore = `--kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`
+
+// wideTP is one replica of TP 4 over two 2-GPU hosts: a head running `vllm serve` and a
+// `--headless` follower (vLLM's multi-node docs: --nnodes/--node-rank/--master-addr).
+func wideTP(head, follower bool) []host {
+	cmd := func(rank int, extra string) string {
+		return fmt.Sprintf("vllm serve org/moe --tensor-parallel-size 4 --enable-expert-parallel --nnodes 2 --node-rank %d --master-addr r0-head --master-port 29500 %s %s", rank, extra, kvStore)
+	}
+	var hs []host
+	if head {
+		hs = append(hs, host{name: "r0-head", ip: "127.0.0.2", commands: []string{cmd(0, "")}})
+	}
+	if follower {
+		hs = append(hs, host{name: "r0-follower", ip: "127.0.0.3", commands: []string{cmd(1, "--headless")}})
+	}
+	return hs
+}
+
+var moe = vllm.Model{Name: "org/moe", MoE: true}
+
+// TestWideTPReplicaOverTwoHosts: the head's and the follower's workers form one torch world at
+// the head's --master-addr:--master-port; every TP rank reports the replica's DP index.
+func TestWideTPReplicaOverTwoHosts(t *testing.T) {
+	for _, profile := range []string{"main", "pre-48061"} {
+		t.Run(profile, func(t *testing.T) {
+			o := deployment{profile: profile, model: moe, gpus: 2, hosts: wideTP(true, true)}.run(t)
+			o.agreesWithPrediction(t)
+			obs := records(o.observed)
+			if v := check.Run(obs); len(v) != 0 {
+				t.Errorf("violations in a healthy single-replica deployment: %v", v)
+			}
+			workers := 0
+			for _, r := range obs {
+				if r.Role != report.RoleWorker {
+					continue
+				}
+				workers++
+				if !r.Ready || r.Segment == "" || len(r.Rendezvous) != 1 || r.Rendezvous[0].Address != "r0-head:29500" {
+					t.Errorf("%s: ready %v segment %q rendezvous %+v", r.ID, r.Ready, r.Segment, r.Rendezvous)
+				}
+			}
+			if workers != 4 {
+				t.Errorf("%d workers reported, want 4 (TP 4 over two hosts)", workers)
+			}
+			for name, n := range o.nodes {
+				if code := n.stop(); code != simnode.ExitOK {
+					t.Errorf("node %s exit %d after SIGTERM", name, code)
+				}
+			}
+		})
+	}
+}
+
+// TestFollowerWithoutHead: a follower whose head never starts waits for rank 0 at
+// --master-addr:--master-port until the rendezvous bound, then every worker raises torch's
+// error naming the missing rank 0, and the node exits on its own: rendezvous-failed, no hang.
+func TestFollowerWithoutHead(t *testing.T) {
+	bound := 2 * time.Second
+	start := time.Now()
+	o := deployment{profile: "main", model: moe, gpus: 2, hosts: wideTP(false, true),
+		timeouts: simnode.Timeouts{Rendezvous: simnode.Duration(bound), Lookup: simnode.Duration(time.Second), Store: simnode.Duration(5 * time.Second)}}.run(t)
+	o.agreesWithPrediction(t)
+	obs := records(o.observed)
+	if ks := kinds(obs); !slices.Contains(ks, report.RendezvousFailed) {
+		t.Fatalf("kinds %v, want rendezvous-failed", ks)
+	}
+	// Both workers give up at the same deadline; whichever the headless process sees first makes
+	// it shut the other down (vLLM's WorkerProc.wait_for_ready raises on the first failure), so a
+	// worker either reports the time-out or exits cleanly, and at least one reports it.
+	timedOut := 0
+	for _, r := range obs {
+		if r.Role != report.RoleWorker {
+			continue
+		}
+		switch {
+		case r.Exit == nil:
+			t.Errorf("%s is still up", r.ID)
+		case len(r.Rendezvous) == 0 && r.Exit.Code == 0 && r.Exit.Error == "":
+			// shut down by its parent while it waited
+		case len(r.Rendezvous) == 1 && slices.Equal(r.Rendezvous[0].Missing, []string{"rank 0"}) &&
+			r.Rendezvous[0].Error == "torch.distributed.DistNetworkError: The client socket has timed out after 2000ms while trying to connect to (r0-head, 29500)." &&
+			r.Exit.Error == r.Rendezvous[0].Error && r.Exit.Code == 1:
+			timedOut++
+		default:
+			t.Errorf("%s: rendezvous %+v exit %+v", r.ID, r.Rendezvous, r.Exit)
+		}
+	}
+	if timedOut == 0 {
+		t.Error("no worker reported the rendezvous time-out")
+	}
+	if code := o.nodes["r0-follower"].wait(); code != simnode.ExitCrashed {
+		t.Errorf("node exit %d, want %d (a process crashed)", code, simnode.ExitCrashed)
+	}
+	// The bound, the node's start and its processes' exits; not torch's 600 s.
+	if took := time.Since(start); took > bound+15*time.Second {
+		t.Errorf("a missing head took %v to surface (bound %v)", took, bound)
+	}
+}
+
+// colocated is launch path (c): two external-LB replicas of TP 2 on one 4-GPU host, one
+// `vllm serve --data-parallel-rank N` each (vLLM's data-parallel docs for co-located ranks).
+func colocated() []host {
+	cmd := func(rank, port int) string {
+		return fmt.Sprintf("vllm serve org/moe --tensor-parallel-size 2 --enable-expert-parallel --data-parallel-size 2 --data-parallel-rank %d --port %d %s", rank, port, kvStore)
+	}
+	return []host{{name: "node0", ip: "127.0.0.4", commands: []string{cmd(0, 8000), cmd(1, 8001)}}}
+}
+
+// TestColocatedEnginesCollide: before vLLM#48061 both engines use data_parallel_rank_local = 0 as
+// their Mooncake DP index, so both rank-0 workers bind ipc:///tmp/lookup_rpc_port_0_host_node0_dp_rank0.
+// The second bind silently takes the path over in libzmq, and the first engine's scheduler is
+// answered by the second replica's server. With the fix, each engine has its own path.
+func TestColocatedEnginesCollide(t *testing.T) {
+	cases := []struct {
+		profile string
+		want    []report.Kind
+	}{
+		{"main", []report.Kind{}},
+		{"pre-48061", []report.Kind{report.DPIndexMismatch, report.LookupMisrouted, report.LookupPathCollision}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.profile, func(t *testing.T) {
+			o := deployment{profile: tc.profile, model: moe, gpus: 4, hosts: colocated()}.run(t)
+			o.agreesWithPrediction(t)
+			obs := records(o.observed)
+			if got := kinds(obs); !slices.Equal(got, tc.want) {
+				t.Fatalf("kinds %v, want %v", got, tc.want)
+			}
+			byID := map[string]report.Process{}
+			for _, r := range obs {
+				byID[r.ID] = r
+			}
+			first := byID["node0/0/engine-core-0"]
+			wantServer := "node0/0/engine-core-0/worker-0"
+			if tc.profile == "pre-48061" {
+				wantServer = "node0/1/engine-core-1/worker-0"
+			}
+			if first.Lookup == nil || first.Lookup.ServedBy != wantServer {
+				t.Fatalf("engine 0's lookup %+v, want served by %s", first.Lookup, wantServer)
+			}
+			// The takeover is libzmq's: the first server is alive and bound, it just gets nothing.
+			srv0 := byID["node0/0/engine-core-0/worker-0"]
+			if srv0.Exit != nil || srv0.BindSeq != 1 || (tc.profile == "pre-48061" && len(srv0.Served) != 0) {
+				t.Fatalf("first lookup server: exit %+v bind %d served %v", srv0.Exit, srv0.BindSeq, srv0.Served)
+			}
+		})
+	}
+}
