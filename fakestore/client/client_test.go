@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -38,8 +39,9 @@ func TestNewRejectsBadConfiguration(t *testing.T) {
 	}
 }
 
-// resetter accepts TCP connections and resets them at once, counting them: a store that is
-// reachable but never answers.
+// resetter accepts TCP connections, reads the request line and resets the connection, counting
+// the requests that arrived: a store that is reachable but never answers. (Counting requests, not
+// connections: the transport may dial a spare connection it never sends on.)
 func resetter(t *testing.T) (string, *atomic.Int64) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -54,9 +56,14 @@ func resetter(t *testing.T) (string, *atomic.Int64) {
 			if err != nil {
 				return
 			}
-			n.Add(1)
-			c.(*net.TCPConn).SetLinger(0)
-			c.Close()
+			go func() {
+				defer c.Close()
+				c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := bufio.NewReader(c).ReadString('\n'); err == nil {
+					n.Add(1)
+				}
+				c.(*net.TCPConn).SetLinger(0)
+			}()
 		}
 	}()
 	return "http://" + ln.Addr().String(), &n
@@ -77,14 +84,14 @@ func TestRetriesAreBoundedAndOnlyForIdempotentCalls(t *testing.T) {
 		t.Errorf("idempotent GET against a resetting peer: %v, want failure on attempt 3", err)
 	}
 	if got := accepted.Swap(0); got != 3 {
-		t.Errorf("idempotent GET made %d connections, want 3 (1 + 2 retries)", got)
+		t.Errorf("idempotent GET sent %d requests, want 3 (1 + 2 retries)", got)
 	}
 	_, err = c.PutStart(ctx, api.PutStartRequest{Key: "k"})
 	if err == nil {
 		t.Fatal("PutStart against a resetting peer succeeded")
 	}
 	if got := accepted.Load(); got != 1 {
-		t.Errorf("non-idempotent PutStart made %d connections, want 1", got)
+		t.Errorf("non-idempotent PutStart sent %d requests, want 1", got)
 	}
 }
 
