@@ -94,13 +94,13 @@ func TestParseServeAccepts(t *testing.T) {
 			},
 		},
 		{
-			name: "--model when no positional; a positional wins (serve.py ServeSubcommand.cmd)",
-			line: "vllm serve --model a/B pos/C",
+			name:  "--model when no positional; a positional wins (serve.py ServeSubcommand.cmd)",
+			line:  "vllm serve --model a/B pos/C",
 			check: func(t *testing.T, a *ServeArgs) { wantStr(t, "model", a.Model, "pos/C") },
 		},
 		{
-			name: "--model alone (serve.py ServeSubcommand.cmd)",
-			line: "vllm serve --model=a/B -tp 2",
+			name:  "--model alone (serve.py ServeSubcommand.cmd)",
+			line:  "vllm serve --model=a/B -tp 2",
 			check: func(t *testing.T, a *ServeArgs) { wantStr(t, "model", a.Model, "a/B") },
 		},
 		{

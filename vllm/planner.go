@@ -203,7 +203,8 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		return p
 	}
-	p.Rendezvous = h.engineHandshakes(pc, dpRank)
+	// The handshake is the launcher's (its D, its address), not the reconfigured copy's.
+	p.Rendezvous = h.engineHandshakes(parent, dpRank)
 	if dpEngine {
 		p.Rendezvous = append(p.Rendezvous, dpGroup(pc))
 	}

@@ -92,7 +92,6 @@ type simProc struct {
 	exited   bool
 	// next is the index of the next RendezvousPlan to join; len(plan.Rendezvous) once all done.
 	next   int
-	failed []*simProc // children that exited with an error
 }
 
 func (p *simProc) alive() bool { return p.started && !p.exited }
@@ -116,11 +115,13 @@ func (s *sim) run() {
 			s.start(p)
 		}
 	}
+	var initFailures []exitEvent
 	for _, p := range s.procs {
 		if p.alive() && p.plan.Crash != nil && p.plan.Crash.Stage == StageEngineInit {
-			s.exit(p, 1, p.plan.Crash.Error)
+			initFailures = append(initFailures, exitEvent{p, 1, p.plan.Crash.Error})
 		}
 	}
+	s.exitAll(initFailures)
 	s.rendezvous()
 	s.connectorInit()
 	s.lookups()
@@ -143,19 +144,41 @@ func (s *sim) start(p *simProc) {
 
 // exit ends a process and cascades: its children shut down, and an error reaches its parent.
 func (s *sim) exit(p *simProc, code int, errText string) {
-	if p.exited || !p.started {
-		return
+	s.exitAll([]exitEvent{{p, code, errText}})
+}
+
+// exitEvent is one process ending.
+type exitEvent struct {
+	p    *simProc
+	code int
+	err  string
+}
+
+// exitAll ends processes that fail at the same stage together, then cascades: a stage is
+// simultaneous, so a sibling's cascade must not pre-empt a process's own failure.
+func (s *sim) exitAll(events []exitEvent) {
+	var ended []*simProc
+	for _, e := range events {
+		if e.p.exited || !e.p.started {
+			continue
+		}
+		e.p.exited = true
+		e.p.rec.Exit = &report.Exit{Code: e.code, Error: e.err}
+		ended = append(ended, e.p)
 	}
-	p.exited = true
-	p.rec.Exit = &report.Exit{Code: code, Error: errText}
+	for _, p := range ended {
+		s.cascade(p)
+	}
+}
+
+func (s *sim) cascade(p *simProc) {
 	for _, c := range p.children {
 		s.exit(c, 0, "")
 	}
 	par := p.parent
-	if (code == 0 && errText == "") || par == nil || !par.alive() {
+	if !p.rec.Crashed() || par == nil || !par.alive() {
 		return
 	}
-	par.failed = append(par.failed, p)
 	switch {
 	case par.plan.ChildFailure != "":
 		s.exit(par, 1, childFailureText(par))
@@ -171,9 +194,11 @@ func childFailureText(par *simProc) string {
 	if !strings.HasSuffix(text, ChildFailurePlaceholder) {
 		return text
 	}
-	names := make([]string, 0, len(par.failed))
-	for _, c := range par.failed {
-		names = append(names, fmt.Sprintf("'%s': %d", engineProcName(par.rec.DataParallelSize, c.rec.DataParallelIndex), c.rec.Exit.Code))
+	var names []string
+	for _, c := range par.children {
+		if c.exited && c.rec.Crashed() {
+			names = append(names, fmt.Sprintf("'%s': %d", engineProcName(par.rec.DataParallelSize, c.rec.DataParallelIndex), c.rec.Exit.Code))
+		}
 	}
 	return strings.TrimSuffix(text, ChildFailurePlaceholder) + "{" + strings.Join(names, ", ") + "}"
 }
@@ -264,9 +289,11 @@ func (s *sim) settle(b *barrier, force bool) bool {
 		m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{
 			Kind: m.plan.Kind, Address: b.address, Error: msg, Missing: missing})
 	}
+	events := make([]exitEvent, 0, len(arrived))
 	for _, m := range arrived {
-		s.exit(m.p, 1, rendezvousTimeoutError(b, m, len(arrived), world))
+		events = append(events, exitEvent{m.p, 1, rendezvousTimeoutError(b, m, len(arrived), world)})
 	}
+	s.exitAll(events)
 	return true
 }
 
@@ -375,7 +402,7 @@ func (s *sim) connectorInit() {
 			}
 		}
 	}
-	var crashing []*simProc
+	var crashing []exitEvent
 	segPorts := map[string]int{}
 	bindSeq := map[string]int{}
 	for _, p := range s.procs {
@@ -383,7 +410,7 @@ func (s *sim) connectorInit() {
 			continue
 		}
 		if c := p.plan.Crash; c != nil && c.Stage == StageConnectorInit {
-			crashing = append(crashing, p)
+			crashing = append(crashing, exitEvent{p, 1, c.Error})
 			continue
 		}
 		if p.plan.RegistersSegment {
@@ -394,9 +421,7 @@ func (s *sim) connectorInit() {
 			p.rec.BindSeq = bindSeq[p.rec.Host]
 		}
 	}
-	for _, p := range crashing {
-		s.exit(p, 1, p.plan.Crash.Error)
-	}
+	s.exitAll(crashing)
 }
 
 // segmentName is the Mooncake segment a worker registers: its local_hostname when that carries
