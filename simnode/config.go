@@ -155,6 +155,9 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s %v must be positive", name, time.Duration(d)))
 		}
 	}
+	if _, err := parseProfile(c.Profile); err != nil {
+		errs = append(errs, err)
+	}
 	if c.Plan != nil && c.Plan.Host != c.Host {
 		errs = append(errs, fmt.Errorf("plan is for host %q, the node is %q", c.Plan.Host, c.Host))
 	}

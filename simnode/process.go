@@ -421,8 +421,11 @@ func (p *proc) bindLookup(ctx context.Context) *pyError {
 	}
 	srv, err := lookup.Listen(p.plan.Identity.LookupPath, lookup.WithRoot(p.spec.Runtime.IPCRoot), lookup.WithLogger(p.log),
 		lookup.WithOnServe(func(nonce string) {
+			// Posted before the reply leaves: once a client has its answer (and reports it), the
+			// store already names the server that gave it, so no reader of the store ever sees
+			// an answer nobody claims.
 			p.update(func(r *report.Process) { r.Served = append(r.Served, nonce) })
-			go p.publish("")
+			p.publish("")
 		}))
 	// Released even when the bind failed: this process is about to die, and the next binder
 	// must not wait for that.

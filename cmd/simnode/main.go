@@ -55,7 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		// fd 3 is the status pipe the parent passed in ExtraFiles; it must not leak into this
 		// process's own children (their fd 3 is their own pipe).
 		status := os.NewFile(3, "status")
-		if _, err := status.Stat(); err != nil {
+		if fi, err := status.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
 			fmt.Fprintln(stderr, "simnode process: no status pipe on fd 3 (this command is started by simnode itself)")
 			return simnode.ExitBadInput
 		}

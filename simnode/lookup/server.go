@@ -52,7 +52,8 @@ func WithHits(f func(Request) uint32) Option { return func(c *config) { c.hits =
 // WithReset sets the outcome of a reset request (vLLM: store.remove_all). The default succeeds.
 func WithReset(f func() bool) Option { return func(c *config) { c.reset = f } }
 
-// WithOnServe is called, on the serving goroutine, after each answered lookup that carried a nonce.
+// WithOnServe is called, on the serving goroutine, for each lookup that carried a nonce, before
+// its reply is sent: a caller that records the nonce there has recorded it before the client knows.
 func WithOnServe(f func(nonce string)) Option { return func(c *config) { c.onServe = f } }
 
 // WithLogger sets where the server logs the requests it rejects.
