@@ -91,7 +91,7 @@ type simProc struct {
 	started  bool
 	exited   bool
 	// next is the index of the next RendezvousPlan to join; len(plan.Rendezvous) once all done.
-	next   int
+	next int
 }
 
 func (p *simProc) alive() bool { return p.started && !p.exited }

@@ -1,0 +1,224 @@
+package vllm
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/widetp/widetp/report"
+)
+
+// TestEngineIDDPSuffix encodes PR #46628 (vllm/v1/engine/core.py run_engine_core): a DP supervisor
+// starts one external-LB server per local rank, every child has local_dp_rank 0, so the old
+// suffix gives them all `_dp0`; the new one suffixes the global rank.
+func TestEngineIDDPSuffix(t *testing.T) {
+	cmd := `vllm serve org/M -dp 4 -dpl 2 --data-parallel-multi-port-external-lb --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"E"}'`
+	tests := []struct {
+		profile string
+		want    map[string]string
+	}{
+		{"main+engine_id_dp_suffix=local", map[string]string{"h/0/engine-core-0": "E_dp0", "h/0/engine-core-1": "E_dp0", "h/0/engine-core-1/worker-0": "E_dp0"}},
+		{"main", map[string]string{"h/0/engine-core-0": "E_dp0", "h/0/engine-core-1": "E_dp1", "h/0/engine-core-1/worker-0": "E_dp1", "h/0/api-server-1": "E"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.profile, func(t *testing.T) {
+			procs := predict(t, true, tt.profile, node("h", cmd))
+			for id, want := range tt.want {
+				if got := get(t, procs, id).EngineID; got != want {
+					t.Errorf("%s: engine_id %q, want %q", id, got, want)
+				}
+			}
+			sup := get(t, procs, "h/0/dp-supervisor-0")
+			if sup.Role != report.RoleDPSupervisor || get(t, procs, "h/0/api-server-1").Parent != sup.ID {
+				t.Errorf("supervisor tree wrong: %+v", sup)
+			}
+		})
+	}
+}
+
+// TestNNodesWithinDP encodes PR #53743's first half (vllm/config/parallel.py nnodes_within_dp):
+// external LB with more DP ranks than nodes floors nnodes_within_dp to 0, and the executor's
+// local_world_size divides by it; clamped, the engines start.
+func TestNNodesWithinDP(t *testing.T) {
+	nodes := func() []Node {
+		var out []Node
+		for k := 0; k < 2; k++ {
+			var cmds []string
+			for j := 0; j < 2; j++ {
+				cmds = append(cmds, fmt.Sprintf("vllm serve org/M -dp 4 -tp 4 --nnodes 2 --node-rank %d --data-parallel-external-lb --data-parallel-rank %d --port %d --master-addr h0 --data-parallel-address h0",
+					k, 2*k+j, 8000+j))
+			}
+			out = append(out, node(fmt.Sprintf("h%d", k), cmds...))
+		}
+		return out
+	}()
+	t.Run("floor", func(t *testing.T) {
+		procs := predict(t, true, "main+nnodes_within_dp=floor", nodes...)
+		ec := get(t, procs, "h1/1/engine-core-3")
+		if ec.Exit == nil || ec.Exit.Error != "ZeroDivisionError: integer division or modulo by zero" {
+			t.Errorf("engine core: %s", exitText(ec))
+		}
+		api := get(t, procs, "h1/1/api-server-0")
+		if api.Exit == nil || api.Exit.Error != "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP3': 1}" {
+			t.Errorf("api server: %s", exitText(api))
+		}
+	})
+	t.Run("clamp", func(t *testing.T) {
+		procs := predict(t, true, "main", nodes...)
+		for _, p := range procs {
+			if p.Crashed() {
+				t.Errorf("%s: %s", p.ID, exitText(p))
+			}
+		}
+		if w := get(t, procs, "h1/1/engine-core-3/worker-3"); *w.Rank != 3 || w.NodeRankWithinDP != 0 {
+			t.Errorf("worker rank %s node rank within dp %d", optStr(w.Rank), w.NodeRankWithinDP)
+		}
+	})
+}
+
+// TestExternalLBRank encodes PR #53743's second half (vllm/engine/arg_utils.py
+// create_engine_config): with --nnodes, the rank inferred from --node-rank used to overwrite an
+// explicit --data-parallel-rank, so two co-located ranks claimed the same DP rank.
+func TestExternalLBRank(t *testing.T) {
+	var nodes []Node
+	for k := 0; k < 2; k++ {
+		var cmds []string
+		for j := 0; j < 2; j++ {
+			cmds = append(cmds, fmt.Sprintf("vllm serve org/M -dp 4 -tp 4 --nnodes 2 --node-rank %d --data-parallel-external-lb --data-parallel-rank %d --port %d --master-addr h0 --data-parallel-address h0",
+				k, 2*k+j, 8000+j))
+		}
+		nodes = append(nodes, node(fmt.Sprintf("h%d", k), cmds...))
+	}
+	t.Run("infer overrides the explicit rank", func(t *testing.T) {
+		procs := predict(t, true, "main+external_lb_rank=infer", nodes...)
+		if a, b := get(t, procs, "h1/0/api-server-0"), get(t, procs, "h1/1/api-server-0"); a.DataParallelRank != 2 || b.DataParallelRank != 2 {
+			t.Errorf("ranks %d and %d, want both 2", a.DataParallelRank, b.DataParallelRank)
+		}
+		failed := false
+		for _, p := range procs {
+			for _, r := range p.Rendezvous {
+				failed = failed || r.Error != ""
+			}
+		}
+		if !failed {
+			t.Error("two engines claiming DP rank 2 must fail their rendezvous")
+		}
+	})
+	t.Run("explicit keeps it", func(t *testing.T) {
+		procs := predict(t, true, "main", nodes...)
+		if p := get(t, procs, "h1/1/engine-core-3"); p.DataParallelIndex != 3 || p.Crashed() {
+			t.Errorf("engine core 3: index %d, %s", p.DataParallelIndex, exitText(p))
+		}
+	})
+	t.Run("explicit requires a rank when ranks share nodes", func(t *testing.T) {
+		procs := predict(t, true, "main", node("h0", "vllm serve org/M -dp 4 -tp 4 --nnodes 2 --node-rank 0 --data-parallel-external-lb"))
+		if p := get(t, procs, "h0/0/api-server-0"); p.Exit == nil || !strings.HasPrefix(p.Exit.Error, "ValueError: data_parallel_rank must be set explicitly") {
+			t.Errorf("api server: %s", exitText(p))
+		}
+	})
+}
+
+// TestDenseExternalDP encodes create_engine_config's dense-model check (vllm/engine/arg_utils.py).
+func TestDenseExternalDP(t *testing.T) {
+	cmd := "vllm serve org/M -dp 2 --data-parallel-rank 1"
+	rejected := predict(t, false, "main", node("h", cmd))
+	if p := get(t, rejected, "h/0/api-server-0"); p.Exit == nil || !strings.HasPrefix(p.Exit.Error, "ValueError: Non-MoE models do not support external data parallel mode.") || len(rejected) != 1 {
+		t.Errorf("reject: %s, %d processes", exitText(p), len(rejected))
+	}
+	allowed := predict(t, false, "main+dense_external_dp=allow", node("h", cmd))
+	if p := get(t, allowed, "h/0/engine-core-1"); p.DataParallelRank != 0 || p.DataParallelIndex != 1 {
+		t.Errorf("allow: engine rank %d index %d", p.DataParallelRank, p.DataParallelIndex)
+	}
+	moe := predict(t, true, "main", node("h", cmd))
+	if p := get(t, moe, "h/0/engine-core-1"); p.DataParallelRank != 1 {
+		t.Errorf("MoE: engine rank %d", p.DataParallelRank)
+	}
+}
+
+// TestEngineIDSync encodes PRs #39907 and #44528 (vllm/distributed/kv_transfer/kv_transfer_state.py
+// _sync_engine_id_across_tp): every CLI parse draws its own uuid4, so the follower's workers held
+// another engine_id than rank 0 until workers broadcast it over the TP group, then the PP group.
+func TestEngineIDSync(t *testing.T) {
+	kv := `--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`
+	tpAcross := []Node{
+		node("h0", "vllm serve org/M -tp 16 --nnodes 2 --node-rank 0 --master-addr h0 "+kv),
+		node("h1", "vllm serve org/M -tp 16 --nnodes 2 --node-rank 1 --master-addr h0 --headless "+kv),
+	}
+	ppAcross := []Node{
+		node("h0", "vllm serve org/M -tp 8 -pp 2 --nnodes 2 --node-rank 0 --master-addr h0 "+kv),
+		node("h1", "vllm serve org/M -tp 8 -pp 2 --nnodes 2 --node-rank 1 --master-addr h0 --headless "+kv),
+	}
+	tests := []struct {
+		name, profile string
+		nodes         []Node
+		same          bool // follower worker holds the head's engine_id
+	}{
+		{"none, TP across nodes", "main+engine_id_sync=none", tpAcross, false},
+		{"tp, TP across nodes", "main+engine_id_sync=tp", tpAcross, true},
+		{"tp, PP across nodes: the follower's TP group is all on the follower", "main+engine_id_sync=tp", ppAcross, false},
+		{"tp_pp, PP across nodes", "main", ppAcross, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			procs := predict(t, false, tt.profile, tt.nodes...)
+			head := get(t, procs, "h0/0/engine-core-0/worker-0").EngineID
+			follower := get(t, procs, "h1/0/headless-0/worker-5")
+			if (follower.EngineID == head) != tt.same || head == "" {
+				t.Errorf("head %q follower %q, want same=%v", head, follower.EngineID, tt.same)
+			}
+			if lead := get(t, procs, "h1/0/headless-0").EngineID; lead == head {
+				t.Errorf("the follower's own parse must draw its own engine_id, got the head's %q", lead)
+			}
+		})
+	}
+}
+
+// TestProfiles: named profiles, the map form, and errors that name the unknown part.
+func TestProfiles(t *testing.T) {
+	m, err := ProfileNamed("main")
+	if err != nil || m.MooncakeDPIndex != MooncakeDPIndexGlobal || m.NNodesWithinDP != NNodesWithinDPClamp ||
+		m.EngineIDDPSuffix != EngineIDSuffixGlobal || m.DenseExternalDP != DenseExternalDPReject ||
+		m.EngineIDSync != EngineIDSyncTPPP || m.ExternalLBRank != ExternalLBRankExplicit {
+		t.Errorf("main = %+v, %v", m, err)
+	}
+	pre, err := ProfileNamed("pre-48061")
+	if err != nil || pre.MooncakeDPIndex != MooncakeDPIndexLegacy {
+		t.Errorf("pre-48061 = %+v, %v", pre, err)
+	}
+	pre.Name, m.MooncakeDPIndex, m.Name = "", MooncakeDPIndexLegacy, ""
+	if pre != m {
+		t.Errorf("pre-48061 must be main with the legacy index: %+v vs %+v", pre, m)
+	}
+	r, err := ResolveProfile("main", map[string]string{"nnodes_within_dp": "floor", "engine_id_dp_suffix": "local"})
+	if err != nil || r.NNodesWithinDP != NNodesWithinDPFloor || r.EngineIDDPSuffix != EngineIDSuffixLocal ||
+		r.Name != "main+engine_id_dp_suffix=local,nnodes_within_dp=floor" {
+		t.Errorf("resolved = %+v, %v", r, err)
+	}
+	if v, ok := r.Value("nnodes_within_dp"); !ok || v != "floor" {
+		t.Errorf("Value = %q %v", v, ok)
+	}
+	for _, bad := range []struct {
+		base string
+		set  map[string]string
+		want string
+	}{
+		{"nightly", nil, `unknown profile "nightly"`},
+		{"main", map[string]string{"mooncake_index": "legacy"}, `unknown change "mooncake_index"`},
+		{"main", map[string]string{"mooncake_dp_index": "local"}, `unknown value "local"`},
+	} {
+		if _, err := ResolveProfile(bad.base, bad.set); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("ResolveProfile(%s, %v) = %v, want %q", bad.base, bad.set, err, bad.want)
+		}
+	}
+	if err := (Profile{Name: "zero"}).Validate(); err == nil {
+		t.Error("a zero profile must not validate")
+	}
+	if names := ProfileNames(); len(names) != 2 || names[0] != "main" || names[1] != "pre-48061" {
+		t.Errorf("ProfileNames = %v", names)
+	}
+	for _, c := range Changes() {
+		if len(c.Values) < 2 || c.Doc == "" {
+			t.Errorf("change %s: values %v doc %q", c.Name, c.Values, c.Doc)
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package vllm
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/widetp/widetp/report"
+)
+
+// runPlans executes hand-made plans on paper.
+func runPlans(tops ...*ProcessPlan) map[string]report.Process {
+	s := &sim{}
+	for _, p := range tops {
+		s.add(p, nil)
+	}
+	s.run()
+	out := map[string]report.Process{}
+	for _, p := range s.procs {
+		out[p.rec.ID] = p.rec
+	}
+	return out
+}
+
+func proc(id, host string, role report.Role, rdv ...RendezvousPlan) *ProcessPlan {
+	return &ProcessPlan{Identity: report.Process{ID: id, Host: host, Role: role}, Rendezvous: rdv}
+}
+
+func rdv(addr string, world, rank int) RendezvousPlan {
+	return RendezvousPlan{Kind: RendezvousWorkers, Address: addr, WorldSize: world, Rank: rank}
+}
+
+func TestBarriers(t *testing.T) {
+	t.Run("complete when every rank arrives once", func(t *testing.T) {
+		got := runPlans(proc("a", "h", report.RoleWorker, rdv("x:1", 2, 0)), proc("b", "h", report.RoleWorker, rdv("x:1", 2, 1)))
+		for _, id := range []string{"a", "b"} {
+			if p := got[id]; p.Exit != nil || len(p.Rendezvous) != 1 || p.Rendezvous[0].Error != "" {
+				t.Errorf("%s: %+v", id, p)
+			}
+		}
+	})
+	t.Run("a rank nobody plans is missing by number", func(t *testing.T) {
+		got := runPlans(proc("a", "h", report.RoleWorker, rdv("x:1", 3, 1)))
+		r := got["a"].Rendezvous
+		if len(r) != 1 || !reflect.DeepEqual(r[0].Missing, []string{"rank 0", "rank 2"}) || got["a"].Exit == nil {
+			t.Errorf("%+v exit %s", r, exitText(got["a"]))
+		}
+		if !strings.HasPrefix(got["a"].Exit.Error, "torch.distributed.DistStoreError: Timed out after 600 seconds") {
+			t.Errorf("exit %q", got["a"].Exit.Error)
+		}
+	})
+	t.Run("a member that crashed earlier is missing by ID", func(t *testing.T) {
+		b := proc("b", "h", report.RoleWorker, rdv("x:1", 2, 1))
+		b.Crash = &Crash{Stage: StageEngineInit, Error: "ValueError: boom"}
+		got := runPlans(proc("a", "h", report.RoleWorker, rdv("x:1", 2, 0)), b)
+		if r := got["a"].Rendezvous; len(r) != 1 || !reflect.DeepEqual(r[0].Missing, []string{"b"}) {
+			t.Errorf("%+v", r)
+		}
+		if len(got["b"].Rendezvous) != 0 {
+			t.Errorf("a crashed member records no barrier: %+v", got["b"].Rendezvous)
+		}
+	})
+	t.Run("conflicting world sizes and duplicate ranks fail", func(t *testing.T) {
+		got := runPlans(proc("a", "h", report.RoleWorker, rdv("x:1", 2, 0)), proc("b", "h", report.RoleWorker, rdv("x:1", 4, 1)))
+		if e := got["b"].Rendezvous[0].Error; !strings.Contains(e, "b expects world size 4, rank 0 serves 2") {
+			t.Errorf("error %q", e)
+		}
+		got = runPlans(proc("a", "h", report.RoleWorker, rdv("x:1", 2, 0)), proc("b", "h", report.RoleWorker, rdv("x:1", 2, 0)))
+		if e := got["a"].Rendezvous[0].Error; !strings.Contains(e, "rank 0 claimed by a and b") {
+			t.Errorf("error %q", e)
+		}
+	})
+	t.Run("a wait cycle times out instead of hanging", func(t *testing.T) {
+		got := runPlans(
+			proc("a", "h", report.RoleWorker, rdv("x:1", 2, 0), rdv("x:2", 2, 0)),
+			proc("b", "h", report.RoleWorker, rdv("x:2", 2, 1), rdv("x:1", 2, 1)),
+		)
+		for _, id := range []string{"a", "b"} {
+			p := got[id]
+			if !p.Crashed() || len(p.Rendezvous) != 1 || p.Rendezvous[0].Error == "" {
+				t.Errorf("%s: %s %+v", id, exitText(p), p.Rendezvous)
+			}
+		}
+	})
+	t.Run("barriers are joined in order", func(t *testing.T) {
+		got := runPlans(
+			proc("a", "h", report.RoleWorker, rdv("x:1", 2, 0), rdv("x:2", 2, 0)),
+			proc("b", "h", report.RoleWorker, rdv("x:1", 2, 1), rdv("x:2", 2, 1)),
+		)
+		if r := got["b"].Rendezvous; len(r) != 2 || r[0].Address != "x:1" || r[1].Address != "x:2" || got["b"].Exit != nil {
+			t.Errorf("%+v", r)
+		}
+	})
+}
+
+func TestCascades(t *testing.T) {
+	worker := func(id string, crash *Crash) *ProcessPlan {
+		p := proc(id, "h", report.RoleWorker)
+		p.Crash = crash
+		return p
+	}
+	t.Run("a crashed child raises ChildFailure with the failed engines named", func(t *testing.T) {
+		api := proc("api", "h", report.RoleAPIServer)
+		api.Identity.DataParallelSize = 2
+		api.ChildFailure = engineStartupFailure
+		e0 := proc("e0", "h", report.RoleEngineCore)
+		e1 := proc("e1", "h", report.RoleEngineCore)
+		e1.Identity.DataParallelIndex = 1
+		e1.ChildFailure = workerStartupFailure
+		e0.Children = []*ProcessPlan{worker("e0/w", nil)}
+		e1.Children = []*ProcessPlan{worker("e1/w", &Crash{Stage: StageConnectorInit, Error: "AssertionError"})}
+		api.Children = []*ProcessPlan{e0, e1}
+		got := runPlans(api)
+		want := map[string]string{
+			"e1/w": "AssertionError",
+			"e1":   workerStartupFailure,
+			"api":  "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP1': 1}",
+		}
+		for id, w := range want {
+			if p := got[id]; p.Exit == nil || p.Exit.Error != w || p.Exit.Code != 1 {
+				t.Errorf("%s: %s, want %q", id, exitText(p), w)
+			}
+		}
+		for _, id := range []string{"e0", "e0/w"} {
+			if p := got[id]; p.Exit == nil || p.Exit.Code != 0 || p.Crashed() {
+				t.Errorf("%s must shut down cleanly with its parent: %s", id, exitText(p))
+			}
+		}
+	})
+	t.Run("StopsOnChildFailure exits cleanly and stops the siblings", func(t *testing.T) {
+		h := proc("headless", "h", report.RoleHeadless)
+		h.StopsOnChildFailure = true
+		bad := proc("bad", "h", report.RoleEngineCore)
+		bad.Crash = &Crash{Stage: StageEngineInit, Error: "ZeroDivisionError: integer division or modulo by zero"}
+		h.Children = []*ProcessPlan{proc("good", "h", report.RoleEngineCore), bad}
+		got := runPlans(h)
+		if p := got["headless"]; p.Exit == nil || p.Crashed() {
+			t.Errorf("headless: %s", exitText(p))
+		}
+		if p := got["good"]; p.Exit == nil || p.Crashed() {
+			t.Errorf("sibling: %s", exitText(p))
+		}
+	})
+	t.Run("a config crash starts no children", func(t *testing.T) {
+		top := proc("top", "h", report.RoleAPIServer)
+		top.Crash = &Crash{Stage: StageConfig, Error: "ValueError: no"}
+		top.Children = []*ProcessPlan{proc("child", "h", report.RoleEngineCore, rdv("x:1", 1, 0))}
+		got := runPlans(top)
+		if c := got["child"]; c.Exit != nil || len(c.Rendezvous) != 0 {
+			t.Errorf("child of a config crash: %s %+v", exitText(c), c.Rendezvous)
+		}
+	})
+}
+
+func TestLookupTakeover(t *testing.T) {
+	server := func(id string, crash *Crash) *ProcessPlan {
+		p := proc(id, "h", report.RoleWorker)
+		p.Identity.LookupPath, p.Identity.LookupRole, p.BindsLookup, p.Crash = "ipc:///tmp/p", report.LookupServer, true, crash
+		return p
+	}
+	client := func(id, host string) *ProcessPlan {
+		p := proc(id, host, report.RoleEngineCore)
+		p.Identity.LookupPath, p.Identity.LookupRole, p.ConnectsLookup = "ipc:///tmp/p", report.LookupClient, true
+		return p
+	}
+	got := runPlans(server("s1", nil), server("s2", nil), client("c", "h"), client("far", "other"))
+	if got["s1"].BindSeq != 1 || got["s2"].BindSeq != 2 {
+		t.Errorf("bind seqs %d %d", got["s1"].BindSeq, got["s2"].BindSeq)
+	}
+	if l := got["c"].Lookup; l == nil || l.ServedBy != "s2" {
+		t.Errorf("the later binder must capture the client: %+v", l)
+	}
+	if l := got["far"].Lookup; l == nil || l.ServedBy != "" || l.Error == "" {
+		t.Errorf("ipc paths are host-local: %+v", l)
+	}
+	got = runPlans(server("s1", nil), server("s2", &Crash{Stage: StageConnectorInit, Error: "AssertionError"}), client("c", "h"))
+	if l := got["c"].Lookup; l == nil || l.ServedBy != "s1" || got["s2"].BindSeq != 0 {
+		t.Errorf("a server that crashed before binding serves nothing: %+v seq %d", l, got["s2"].BindSeq)
+	}
+}
+
+func TestPredictRejectsBadInput(t *testing.T) {
+	ok := node("h", "vllm serve m")
+	main := profileOf(t, "main")
+	tests := []struct {
+		name string
+		d    Deployment
+		want string
+	}{
+		{"no nodes", Deployment{Name: "d", Profile: main}, "no nodes"},
+		{"duplicate hosts", Deployment{Name: "d", Profile: main, Nodes: []Node{ok, ok}}, `host "h" appears twice`},
+		{"empty host", Deployment{Name: "d", Profile: main, Nodes: []Node{{GPUs: 8}}}, "host name is empty"},
+		{"host with a slash", Deployment{Name: "d", Profile: main, Nodes: []Node{{Host: "a/b", GPUs: 8}}}, `"a/b"`},
+		{"no GPUs", Deployment{Name: "d", Profile: main, Nodes: []Node{{Host: "h"}}}, "GPUs must be positive"},
+		{"zero profile", Deployment{Name: "d", Nodes: []Node{ok}}, "mooncake_dp_index"},
+		{"external launcher", Deployment{Name: "d", Profile: main, Nodes: []Node{node("h", "vllm serve m --distributed-executor-backend external_launcher")}}, "torchrun"},
+		{"absurd DP size", Deployment{Name: "d", Profile: main, Nodes: []Node{node("h", "vllm serve m -dp 100000000")}}, "not simulated"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Predict(tt.d)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Predict = %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := PlanNode(node("h", "vllm serve m --distributed-executor-backend external_launcher"), Options{Profile: main}); !errors.Is(err, errNotSimulated) {
+		t.Errorf("PlanNode external_launcher: %v", err)
+	}
+}
+
+// TestConfigFailuresBecomeCrashes: what vLLM refuses while building its config ends the top
+// process at StageConfig with vLLM's exception, and starts nothing.
+func TestConfigFailuresBecomeCrashes(t *testing.T) {
+	tests := []struct {
+		name, source, line string
+		moe                bool
+		want               string
+	}{
+		{"argparse error", "argparse", "vllm serve m -tp x", true, "SystemExit: 2 (vllm serve: error: argument --tensor-parallel-size/-tp: invalid int value"},
+		{"shell error", "POSIX shell", "vllm serve 'm", true, "shell: unterminated single quote"},
+		{"bad env int", "vllm/envs.py", "VLLM_DP_RANK=x vllm serve m", true, "ValueError: invalid literal for int() with base 10: 'x'"},
+		{"two LB modes", "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd", "vllm serve m -dp 2 --data-parallel-rank 0 --data-parallel-start-rank 0", true, "ValueError: Cannot use more than one data parallel load balancing mode"},
+		{"api servers with headless", "serve.py ServeSubcommand.cmd", "vllm serve m --headless --api-server-count 2", true, "ValueError: --api-server-count=2 cannot be used with --headless"},
+		{"hybrid and headless", "arg_utils.py create_engine_config", "vllm serve m -dp 2 -dpl 1 --headless -dph", true, "AssertionError: data_parallel_hybrid_lb is not applicable in headless mode"},
+		{"nnodes with ray", "arg_utils.py create_engine_config", "vllm serve m --nnodes 2 --data-parallel-backend ray", true, "AssertionError: nnodes > 1 is only supported with data_parallel_backend=mp"},
+		{"world not divisible by nodes", "arg_utils.py create_engine_config", "vllm serve m -tp 3 --nnodes 2", true, "AssertionError: world_size=3 must be divisible by nnodes=2."},
+		{"node rank past nnodes", "arg_utils.py create_engine_config", "vllm serve m -tp 2 --nnodes 2 --node-rank 2", true, "AssertionError: node_rank=2 must be less than nnodes=2."},
+		{"external LB local size", "arg_utils.py create_engine_config", "vllm serve m -dp 4 --data-parallel-rank 1 -dpl 2", true, "AssertionError: data_parallel_size_local must be 1 or None when data_parallel_rank is set"},
+		{"rank out of range", "config/parallel.py __post_init__", "vllm serve m -dp 2 --data-parallel-start-rank 2 -dpl 1 --headless", true, "data_parallel_rank (2) must be in the range [0, 2)"},
+		{"local size above DP size", "config/parallel.py _validate_parallel_config", "vllm serve m -dp 2 -dpl 4", true, "data_parallel_size_local (4) must be <= data_parallel_size (2)"},
+		{"external LB with DP 1", "config/parallel.py _validate_parallel_config", "vllm serve m --data-parallel-rank 0", true, "data_parallel_external_lb can only be set when data_parallel_size > 1"},
+		{"PCP with DP", "config/parallel.py _validate_parallel_config", "vllm serve m -pcp 2 -dp 2", true, "PCP does not support data parallelism yet."},
+		{"TP not divisible by DCP", "config/parallel.py _validate_parallel_config", "vllm serve m -tp 4 -dcp 3", true, "tp_size=4 must be divisible by dcp_size=3."},
+		{"world larger than the node", "config/parallel.py __post_init__", "vllm serve m -tp 16", true, "World size (16) is larger than the number of available GPUs (8)"},
+		{"CUDA_VISIBLE_DEVICES narrows the node", "config/parallel.py __post_init__", "CUDA_VISIBLE_DEVICES=0,1 vllm serve m -tp 4", true, "World size (4) is larger than the number of available GPUs (2)"},
+		{"bad DP backend", "config/parallel.py DataParallelBackend", "vllm serve m -dpb slurm", true, "data_parallel_backend: Input should be 'ray' or 'mp'"},
+		{"offline DP for a dense model", "config/parallel.py __post_init__", "VLLM_DP_SIZE=2 vllm serve m", false, "Offline data parallel mode is not supported/useful for dense models."},
+		{"headless without local engines", "serve.py run_headless", "vllm serve m -dp 2 -dpl 0 --headless", true, "ValueError: data_parallel_size_local must be > 0 in headless mode"},
+		{"internal LB front end with a non-zero rank", "v1/engine/utils.py launch_core_engines", "vllm serve m -tp 8 -dp 2 --nnodes 2 --node-rank 1 --api-server-count 1", true, "AssertionError: Attempting to launch core_engines from dp_rank > 0"},
+		{"several API servers for a non-zero internal rank", "serve.py run_multi_api_server", "vllm serve m -tp 8 -dp 2 --nnodes 2 --node-rank 1", true, "AssertionError"},
+		{"auto tool choice needs a parser", "entrypoints/openai/cli_args.py validate_parsed_serve_args", "vllm serve m --enable-auto-tool-choice", true, "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"},
+		{"multi-port supervisor needs two local ranks", "entrypoints/openai/dp_supervisor.py", "vllm serve m -dp 4 -dpl 1 -dpm", true, "ValueError: Error: --data-parallel-multi-port-external-lb requires --data-parallel-size-local >= 2"},
+		{"Ray placement on the master node", "v1/engine/utils.py create_dp_placement_groups", "vllm serve m -dp 4 -tp 4 -dpb ray", true, "ValueError: Not enough resources to allocate 4 DP ranks on DP master node h"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Logf("source: %s", tt.source)
+			procs := predict(t, tt.moe, "main", node("h", tt.line))
+			top := procs[0]
+			for _, p := range procs {
+				if p.Parent == "" {
+					top = p
+				}
+			}
+			if top.Exit == nil || !strings.Contains(top.Exit.Error, tt.want) || top.Exit.Code != 1 {
+				t.Errorf("top %s: %s, want %q", top.ID, exitText(top), tt.want)
+			}
+			if len(procs) != 1 {
+				t.Errorf("%d processes, want the top one only", len(procs))
+			}
+		})
+	}
+}
+
+// TestRuntimeFailures: launches that pass config validation and fail later, as vLLM's would.
+func TestRuntimeFailures(t *testing.T) {
+	t.Run("DP-adjusted local rank past the node's devices (gpu_worker.py init_device)", func(t *testing.T) {
+		procs := predict(t, true, "main", node("h", "vllm serve org/M -dp 2 -tp 8"))
+		w := get(t, procs, "h/0/engine-core-1/worker-0")
+		if w.Exit == nil || w.Exit.Error != "AssertionError: DP adjusted local rank 8 is out of bounds. " {
+			t.Errorf("worker: %s", exitText(w))
+		}
+		api := get(t, procs, "h/0/api-server-0")
+		if api.Exit == nil || !strings.HasSuffix(api.Exit.Error, "{'EngineCore_DP1': 1}") {
+			t.Errorf("api server: %s", exitText(api))
+		}
+	})
+	t.Run("a follower that never starts fails the MoE world of every replica", func(t *testing.T) {
+		nodes := wideTP(func(int) string { return "" })[:3]
+		procs := predict(t, true, "main", nodes...)
+		w := get(t, procs, "h0/0/engine-core-0/worker-0")
+		if len(w.Rendezvous) != 1 || w.Rendezvous[0].Error == "" || !contains(w.Rendezvous[0].Missing, "rank 24") || !w.Crashed() {
+			t.Errorf("worker: %s %+v", exitText(w), w.Rendezvous)
+		}
+	})
+	t.Run("dense wide-TP with DP > 1: the followers keep DP 2 while the heads reconfigure to 1", func(t *testing.T) {
+		procs := predict(t, false, "main", wideTP(func(int) string { return "" })...)
+		f := get(t, procs, "h1/0/headless-0/worker-0")
+		if len(f.Rendezvous) != 1 || !strings.Contains(f.Rendezvous[0].Error, "expects world size 32, rank 0 serves 16") {
+			t.Errorf("follower: %+v", f.Rendezvous)
+		}
+	})
+	t.Run("headless leader stops cleanly when an engine fails (CoreEngineProcManager.monitor_engine_liveness)", func(t *testing.T) {
+		procs := predict(t, true, "main",
+			node("h0", "vllm serve org/M -dp 4 -dpl 2 -tp 4 --data-parallel-address h0"),
+			node("h1", "vllm serve org/M -dp 4 -dpl 2 -tp 8 --data-parallel-start-rank 2 --headless --data-parallel-address h0"))
+		if h := get(t, procs, "h1/0/headless-0"); h.Exit == nil || h.Crashed() {
+			t.Errorf("headless: %s", exitText(h))
+		}
+		if e := get(t, procs, "h1/0/engine-core-3"); !e.Crashed() {
+			t.Errorf("engine 3: %s", exitText(e))
+		}
+	})
+}
