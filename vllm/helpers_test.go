@@ -10,7 +10,7 @@ import (
 
 // profileOf returns a named profile, or a main-based profile with the given changes
 // ("main+mooncake_dp_index=legacy").
-func profileOf(t testing.TB, spec string) Profile {
+func profileOf(t fataler, spec string) Profile {
 	t.Helper()
 	base, rest, _ := strings.Cut(spec, "+")
 	set := map[string]string{}
@@ -26,6 +26,12 @@ func profileOf(t testing.TB, spec string) Profile {
 		t.Fatalf("profile %s: %v", spec, err)
 	}
 	return p
+}
+
+// fataler is what both *testing.T and *rapid.T offer.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
 }
 
 // predict runs Predict and fails the test on an error.

@@ -122,33 +122,6 @@ func validateMultiPortExternalLB(a *ServeArgs) error {
 	return nil
 }
 
-// supervisorStartRank is dp_supervisor.infer_multi_port_external_lb_start_rank.
-func supervisorStartRank(a *ServeArgs) int {
-	if a.DataParallelStartRank != nil {
-		return *a.DataParallelStartRank
-	}
-	local := 0
-	if a.DataParallelSizeLocal != nil {
-		local = *a.DataParallelSizeLocal
-	}
-	return a.NodeRank * local
-}
-
-// supervisorChildArgs is dp_supervisor._build_vllm_dp_server_args: child i serves one external-LB
-// DP rank on port --port + i.
-func supervisorChildArgs(a *ServeArgs, i int) *ServeArgs {
-	c := *a
-	c.Port = a.Port + i
-	c.DataParallelRank = intPtr(supervisorStartRank(a) + i)
-	c.DataParallelStartRank = nil
-	c.DataParallelSizeLocal = intPtr(1)
-	c.DataParallelExternalLB = true
-	c.DataParallelHybridLB = false
-	c.DataParallelMultiPortExternalLB = false
-	c.APIServerCount = intPtr(1)
-	return &c
-}
-
 func (a *ServeArgs) hasOther(flag string) bool {
 	for _, o := range a.Other {
 		if o.Flag == flag {
