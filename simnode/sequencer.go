@@ -41,6 +41,8 @@ type sequencer struct {
 	conns   map[net.Conn]bool
 	closed  bool
 	wg      sync.WaitGroup
+	// changed is broadcast after every state change, for whoever waits on the state (await).
+	changed *sync.Cond
 }
 
 // seqRequest and seqReply are the sequencer's line protocol.
@@ -61,6 +63,7 @@ func newSequencer(plan *vllm.NodePlan, path string) (*sequencer, error) {
 		isBind: map[string]bool{}, parent: map[string]string{}, hello: map[string]bool{},
 		dead: map[string]bool{}, bound: map[string]bool{}, turns: map[string]chan int{}, conns: map[net.Conn]bool{},
 	}
+	s.changed = sync.NewCond(&s.mu)
 	type binder struct {
 		id       string
 		seq, ord int
@@ -218,9 +221,31 @@ func (s *sequencer) deadLocked(id string) bool {
 	return false
 }
 
+// await blocks until cond holds over the sequencer's state (evaluated under its lock) or bound
+// passes, and reports whether it held.
+func (s *sequencer) await(cond func() bool, bound time.Duration) bool {
+	t := time.AfterFunc(bound, func() {
+		s.mu.Lock()
+		s.changed.Broadcast()
+		s.mu.Unlock()
+	})
+	defer t.Stop()
+	deadline := time.Now().Add(bound)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for !cond() {
+		if !time.Now().Before(deadline) {
+			return false
+		}
+		s.changed.Wait()
+	}
+	return true
+}
+
 // advanceLocked grants the due turn when its process asks for it and, once no bind is left,
 // releases the lookup clients.
 func (s *sequencer) advanceLocked() {
+	defer s.changed.Broadcast()
 	for s.next < len(s.binders) {
 		id := s.binders[s.next]
 		if s.bound[id] || s.deadLocked(id) {

@@ -1,0 +1,183 @@
+package simnode
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/vllm"
+)
+
+// seqBound bounds every sequencer wait in these tests; the sequencer answers in microseconds.
+const seqBound = 10 * time.Second
+
+func binder(id string, seq int, children ...*vllm.ProcessPlan) *vllm.ProcessPlan {
+	return &vllm.ProcessPlan{Identity: report.Process{ID: id, BindSeq: seq}, BindsLookup: true, Children: children}
+}
+
+func plain(id string, children ...*vllm.ProcessPlan) *vllm.ProcessPlan {
+	return &vllm.ProcessPlan{Identity: report.Process{ID: id}, Children: children}
+}
+
+func startSequencer(t *testing.T, plan *vllm.NodePlan) *sequencer {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "seq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newSequencer(plan, filepath.Join(dir, "s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.close(); os.RemoveAll(dir) })
+	return s
+}
+
+func hello(t *testing.T, s *sequencer, id string) *seqClient {
+	t.Helper()
+	c, err := dialSequencer(s.ln.Addr().String(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// turnAsync asks for a bind turn in the background.
+func turnAsync(c *seqClient) <-chan int {
+	ch := make(chan int, 1)
+	go func() {
+		n, err := c.Turn(context.Background(), seqBound)
+		if err != nil {
+			n = -1
+		}
+		ch <- n
+	}()
+	return ch
+}
+
+func expectTurn(t *testing.T, ch <-chan int, want int) {
+	t.Helper()
+	select {
+	case n := <-ch:
+		if n != want {
+			t.Fatalf("turn %d, want %d", n, want)
+		}
+	case <-time.After(seqBound):
+		t.Fatalf("no turn %d within %v", want, seqBound)
+	}
+}
+
+// asked waits until the sequencer holds id's turn request, so that what follows is ordered after it.
+func asked(t *testing.T, s *sequencer, id string) {
+	t.Helper()
+	if !s.await(func() bool { return s.turns[id] != nil }, seqBound) {
+		t.Fatalf("%s's turn request never reached the sequencer", id)
+	}
+}
+
+// notYet checks that id's turn request is still held: a grant removes it under the sequencer's
+// lock in the same step as the state change that made it due.
+func notYet(t *testing.T, s *sequencer, id string) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.turns[id] == nil {
+		t.Fatalf("%s was granted its turn out of order", id)
+	}
+}
+
+// TestBindsFollowBindSeq: the model's BindSeq orders the binds of one host (vllm/plan.go
+// NodePlan), whatever order the processes ask in; each gets the host-local order it bound in.
+func TestBindsFollowBindSeq(t *testing.T) {
+	plan := &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{
+		plain("a", binder("a/w0", 2)),
+		plain("b", binder("b/w0", 1)),
+	}}
+	s := startSequencer(t, plan)
+	a, b := hello(t, s, "a/w0"), hello(t, s, "b/w0")
+	hello(t, s, "a")
+	hello(t, s, "b")
+	ta := turnAsync(a)
+	// a asks first but is second in line: it must wait for b's bind.
+	asked(t, s, "a/w0")
+	notYet(t, s, "a/w0")
+	tb := turnAsync(b)
+	expectTurn(t, tb, 1)
+	notYet(t, s, "a/w0")
+	if err := b.Bound(); err != nil {
+		t.Fatal(err)
+	}
+	expectTurn(t, ta, 2)
+}
+
+// TestDeadBinderIsSkipped: a process that dies before its turn (its connection closes), or that
+// never starts because its parent died, does not hold the host's later binds or its lookups.
+func TestDeadBinderIsSkipped(t *testing.T) {
+	plan := &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{
+		plain("p0", binder("p0/w0", 1)),
+		binder("x", 2),
+		binder("y", 3),
+	}}
+	s := startSequencer(t, plan)
+	x, y := hello(t, s, "x"), hello(t, s, "y")
+	tx, ty := turnAsync(x), turnAsync(y)
+	asked(t, s, "x")
+	asked(t, s, "y")
+	notYet(t, s, "x")
+	// p0 dies before it started its worker: the worker will never bind.
+	s.exited("p0")
+	expectTurn(t, tx, 1)
+	notYet(t, s, "y")
+	// x dies holding its turn (its connection closes): y goes next.
+	x.Close()
+	expectTurn(t, ty, 2)
+
+	serving := make(chan error, 1)
+	go func() { serving <- y.Serving(context.Background(), seqBound) }()
+	// The serving request is held (not released) while y's bind is outstanding.
+	if !s.await(func() bool { return len(s.serving) == 1 }, seqBound) {
+		t.Fatal("serving was released before y bound, or never asked")
+	}
+	y.Bound()
+	if err := <-serving; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServingWithoutBindsIsImmediate(t *testing.T) {
+	s := startSequencer(t, &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{plain("a")}})
+	if err := hello(t, s, "a").Serving(context.Background(), seqBound); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSequencerRefusesStrangers(t *testing.T) {
+	s := startSequencer(t, &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{plain("a"), binder("b", 1)}})
+	stranger := hello(t, s, "not-planned")
+	if _, err := stranger.Turn(context.Background(), seqBound); err == nil {
+		t.Fatal("a process the plan does not hold got a turn")
+	}
+	nonBinder := hello(t, s, "a")
+	if _, err := nonBinder.Turn(context.Background(), seqBound); err == nil {
+		t.Fatal("a process whose plan binds nothing got a turn")
+	}
+}
+
+func TestSequencerWaitsAreBounded(t *testing.T) {
+	s := startSequencer(t, &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{binder("a", 1), binder("b", 2)}})
+	b := hello(t, s, "b")
+	hello(t, s, "a") // alive, never asks: b's turn never comes
+	if _, err := b.Turn(context.Background(), 100*time.Millisecond); err == nil {
+		t.Fatal("a turn that cannot come was granted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := hello(t, s, "b").Serving(ctx, seqBound); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled serving wait: %v", err)
+	}
+}
