@@ -353,7 +353,7 @@ func (d *Docker) startNode(ctx context.Context, s NodeSpec, img Image) error {
 	if err := ctr.Start(ctx); err != nil {
 		return d.startFailure(s.Host, ctr.GetContainerID(), fmt.Errorf("start container: %w", err))
 	}
-	if err := d.waitReady(ctx, s, ctr.GetContainerID()); err != nil {
+	if err := d.waitReady(ctx, s, ctr.GetContainerID(), 0); err != nil {
 		return err
 	}
 	d.progressf("node %s up", s.Host)
@@ -390,31 +390,28 @@ func (d *Docker) startFailure(host, id string, err error) error {
 	return fmt.Errorf("start node %s: %w", host, err)
 }
 
-// waitReady follows the node's output from its (latest) start until a line matches spec.Ready, the
-// program exits (the stream ends), or the start bound runs out. Without Ready, a node that is
-// still running right after start counts as up.
-func (d *Docker) waitReady(ctx context.Context, s NodeSpec, id string) error {
-	ins, err := d.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
-	if err != nil {
-		return d.startFailure(s.Host, id, fmt.Errorf("inspect: %w", err))
-	}
+// waitReady follows the node's output until the (seen+1)-th line matching spec.Ready, the program
+// exits (the stream ends), or the start bound runs out. seen is how many ready lines earlier starts
+// printed: counting is immune to clocks, unlike the engine's "since" (a container's StartedAt is
+// recorded after its process may already have printed). Without Ready, a node that is still
+// running right after start counts as up.
+func (d *Docker) waitReady(ctx context.Context, s NodeSpec, id string, seen int) error {
 	if s.Ready == nil {
+		ins, err := d.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil {
+			return d.startFailure(s.Host, id, fmt.Errorf("inspect: %w", err))
+		}
 		if st := ins.Container.State; st != nil && !st.Running {
 			return d.exited(s.Host, id, st.ExitCode)
 		}
 		return nil
 	}
-	since := ""
-	if st := ins.Container.State; st != nil && st.StartedAt != "" {
-		// Only this start's output counts: after a restart the old ready line is still logged.
-		since = st.StartedAt
-	}
-	logs, err := d.api.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: true, Since: since})
+	logs, err := d.api.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
 	if err != nil {
 		return d.startFailure(s.Host, id, fmt.Errorf("follow logs: %w", err))
 	}
 	defer logs.Close()
-	found, err := scanForLine(logs, s.Ready)
+	found, err := scanForLine(logs, s.Ready, seen+1)
 	switch {
 	case found:
 		return nil
@@ -426,7 +423,7 @@ func (d *Docker) waitReady(ctx context.Context, s NodeSpec, id string) error {
 	// The stream ended: the program is gone. Its exit code comes from the engine.
 	ictx, cancel := context.WithTimeout(context.Background(), d.cfg.pingTimeout)
 	defer cancel()
-	ins, err = d.api.ContainerInspect(ictx, id, client.ContainerInspectOptions{})
+	ins, err := d.api.ContainerInspect(ictx, id, client.ContainerInspectOptions{})
 	if err != nil {
 		return d.startFailure(s.Host, id, fmt.Errorf("output ended before a line matching %q; inspect: %w", s.Ready, err))
 	}
@@ -435,6 +432,21 @@ func (d *Docker) waitReady(ctx context.Context, s NodeSpec, id string) error {
 		code = ins.Container.State.ExitCode
 	}
 	return d.exited(s.Host, id, code)
+}
+
+// countLines counts the lines of a container's output so far that match re.
+func (d *Docker) countLines(ctx context.Context, id string, re *regexp.Regexp) (int, error) {
+	b, err := d.logs(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if re.MatchString(line) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (d *Docker) exited(host, id string, code int) error {
@@ -448,9 +460,9 @@ func (d *Docker) exited(host, id string, code int) error {
 	return fmt.Errorf("start node %s: %w", host, e)
 }
 
-// scanForLine demultiplexes a non-TTY log stream and reports whether a line matched re before the
-// stream ended.
-func scanForLine(multiplexed io.Reader, re *regexp.Regexp) (bool, error) {
+// scanForLine demultiplexes a non-TTY log stream and reports whether the n-th line matching re came
+// before the stream ended.
+func scanForLine(multiplexed io.Reader, re *regexp.Regexp, n int) (bool, error) {
 	pr, pw := io.Pipe()
 	go func() {
 		// Both streams go to one pipe: a ready line may be printed on either.
@@ -462,7 +474,9 @@ func scanForLine(multiplexed io.Reader, re *regexp.Regexp) (bool, error) {
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		if re.Match(sc.Bytes()) {
-			return true, nil
+			if n--; n == 0 {
+				return true, nil
+			}
 		}
 	}
 	return false, sc.Err()
@@ -537,12 +551,19 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 	if err := n.ctr.Stop(ctx, &grace); err != nil {
 		return fmt.Errorf("restart host %s: stop: %w", host, err)
 	}
+	seen := 0
+	if n.spec.Ready != nil {
+		// The container is stopped: its output is complete, so this count is exact.
+		if seen, err = d.countLines(ctx, n.id, n.spec.Ready); err != nil {
+			return fmt.Errorf("restart host %s: read logs: %w", host, err)
+		}
+	}
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.startTimeout)
 	defer cancel()
 	if err := n.ctr.Start(sctx); err != nil {
 		return d.startFailure(host, n.id, fmt.Errorf("restart: %w", err))
 	}
-	return d.waitReady(sctx, n.spec, n.id)
+	return d.waitReady(sctx, n.spec, n.id, seen)
 }
 
 // State implements Runtime.

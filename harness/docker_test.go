@@ -1,0 +1,281 @@
+package harness_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
+
+	"github.com/moby/moby/client"
+	zmq "github.com/pebbe/zmq4"
+
+	"github.com/widetp/widetp/harness"
+)
+
+// engine is a plain client for what the specs check behind the runtime's back.
+func engine() *client.Client {
+	cli, err := client.New(client.FromEnv)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(cli.Close)
+	return cli
+}
+
+func labelled(ctx context.Context, cli *client.Client, runID string) (containers, networks int) {
+	f := make(client.Filters).Add("label", harness.LabelRun+"="+runID)
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+	Expect(err).NotTo(HaveOccurred())
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+	Expect(err).NotTo(HaveOccurred())
+	return len(cs.Items), len(ns.Items)
+}
+
+// newRun starts a runtime whose Close is checked to leave nothing of the run behind.
+func newRun(ctx context.Context, opts ...harness.Option) *harness.Docker {
+	d, err := harness.NewDocker(ctx, opts...)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(d.Close(ctx)).To(Succeed())
+		cli, err := client.New(client.FromEnv)
+		Expect(err).NotTo(HaveOccurred())
+		defer cli.Close()
+		c, n := labelled(ctx, cli, d.RunID())
+		Expect(c).To(BeZero(), "containers of run %s left after Close", d.RunID())
+		Expect(n).To(BeZero(), "networks of run %s left after Close", d.RunID())
+		Expect(d.Close(ctx)).To(Succeed(), "a second Close")
+	}, NodeTimeout(time.Minute))
+	return d
+}
+
+func logsOf(ctx context.Context, d harness.Runtime, host string) string {
+	b, err := d.Logs(ctx, host)
+	Expect(err).NotTo(HaveOccurred())
+	return string(b)
+}
+
+var _ = Describe("the Docker runtime", Label("docker"), func() {
+	BeforeEach(requireEngine)
+
+	It("gives every node its host name, an alias its peers resolve through libzmq, and a private /tmp", func(ctx SpecContext) {
+		d := newRun(ctx)
+		Expect(d.StartNodes(ctx,
+			node("r0-head", "-bind", "ipc:///tmp/lookup.ipc", "-bind", "tcp://*:5555", "-print-env", "WIDETP_HOST,WIDETP_IPC_ROOT,WIDETP_LISTEN_IP"),
+		)).To(Succeed())
+		Expect(d.StartNodes(ctx,
+			node("r0-follower-1", "-bind", "ipc:///tmp/lookup.ipc", "-ping", "tcp://r0-head:5555", "-ping", "ipc:///tmp/lookup.ipc"),
+			node("r1-head"),
+		)).To(Succeed())
+		Expect(d.Hosts()).To(Equal([]string{"r0-head", "r0-follower-1", "r1-head"}))
+
+		head := logsOf(ctx, d, "r0-head")
+		Expect(head).To(ContainSubstring("ready r0-head\n"), "hostname")
+		Expect(head).To(ContainSubstring("env WIDETP_HOST=r0-head\nenv WIDETP_IPC_ROOT=/tmp\nenv WIDETP_LISTEN_IP=0.0.0.0\n"))
+		follower := logsOf(ctx, d, "r0-follower-1")
+		// The head answered by name over TCP...
+		Expect(follower).To(ContainSubstring("pong tcp://r0-head:5555 r0-head got ping from r0-follower-1\n"))
+		// ...and the follower's own bind of the same ipc path answered on its host: no collision.
+		Expect(follower).To(ContainSubstring("pong ipc:///tmp/lookup.ipc r0-follower-1 got ping from r0-follower-1\n"))
+
+		for host, sockets := range map[string][]string{"r0-head": {"lookup.ipc"}, "r0-follower-1": {"lookup.ipc"}, "r1-head": nil} {
+			l, err := d.IPCDir(ctx, host)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(l.Root).To(Equal("/tmp"))
+			Expect(l.Sockets()).To(Equal(sockets), "sockets in %s's /tmp", host)
+		}
+	}, SpecTimeout(3*time.Minute))
+
+	It("labels every container, the network and the image with the run and its owner", func(ctx SpecContext) {
+		d := newRun(ctx)
+		Expect(d.StartNodes(ctx, node("a"), node("b"))).To(Succeed())
+		me, err := harness.CurrentOwner()
+		Expect(err).NotTo(HaveOccurred())
+		cli := engine()
+		f := make(client.Filters).Add("label", harness.LabelRun+"="+d.RunID())
+		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cs.Items).To(HaveLen(2))
+		var hosts []string
+		for _, c := range cs.Items {
+			Expect(c.Labels).To(HaveKeyWithValue(harness.LabelOwner, me.String()))
+			hosts = append(hosts, c.Labels[harness.LabelHost])
+		}
+		Expect(hosts).To(ConsistOf("a", "b"))
+		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ns.Items).To(HaveLen(1))
+		Expect(ns.Items[0].Name).To(Equal(d.NetworkName()))
+		Expect(ns.Items[0].Labels).To(HaveKeyWithValue(harness.LabelOwner, me.String()))
+
+		img, err := d.Image(ctx, zmqbind())
+		Expect(err).NotTo(HaveOccurred())
+		ins, err := cli.ImageInspect(ctx, img.Ref)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ins.Config.Labels).To(HaveKey(harness.LabelRun))
+		Expect(ins.Config.Labels).To(HaveKeyWithValue(harness.LabelContent, img.Hash))
+		Expect(img.Ref).To(HavePrefix("widetp-zmqbind:" + img.Hash[:16]))
+	}, SpecTimeout(3*time.Minute))
+
+	It("builds an image once per content hash and reuses it in the next run", func(ctx SpecContext) {
+		first := newRun(ctx)
+		a, err := first.Image(ctx, zmqbind())
+		Expect(err).NotTo(HaveOccurred())
+		second := newRun(ctx)
+		b, err := second.Image(ctx, zmqbind())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b.Ref).To(Equal(a.Ref))
+		Expect(b.Cached).To(BeTrue(), "the second run rebuilt %s", b.Ref)
+	}, SpecTimeout(5*time.Minute))
+
+	It("shows the compiler's output when the program does not build", func(ctx SpecContext) {
+		d := newRun(ctx)
+		p := harness.Program{Name: "broken", Package: "./harness/testdata/broken", Cgo: true, Dockerfile: []byte("FROM scratch\n")}
+		err := d.StartNodes(ctx, harness.NodeSpec{Host: "a", Program: p})
+		var be *harness.ImageBuildError
+		Expect(errors.As(err, &be)).To(BeTrue(), "error %v", err)
+		Expect(be.Step).To(Equal("go build"))
+		Expect(err.Error()).To(ContainSubstring("undefined: undefinedOnPurpose"))
+		Expect(harness.Infrastructure(err)).To(BeTrue())
+		Expect(d.Hosts()).To(BeEmpty())
+	}, SpecTimeout(3*time.Minute))
+
+	It("shows the engine's build log when the Dockerfile fails", func(ctx SpecContext) {
+		d := newRun(ctx)
+		p := zmqbind()
+		p.Name = "zmqbind-badfile"
+		p.Dockerfile = []byte("FROM scratch\nCOPY not-in-the-context /x\n")
+		_, err := d.Image(ctx, p)
+		var be *harness.ImageBuildError
+		Expect(errors.As(err, &be)).To(BeTrue(), "error %v", err)
+		Expect(be.Step).To(Equal("engine build"))
+		// The classic builder counts the build's labels as steps too: "Step 2/5".
+		Expect(be.Log).To(MatchRegexp(`Step 2/\d+ : COPY not-in-the-context /x`))
+		Expect(err.Error()).To(ContainSubstring("not-in-the-context"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("fails a node that dies early with its exit code and last log lines, and starts the others", func(ctx SpecContext) {
+		d := newRun(ctx)
+		err := d.StartNodes(ctx, node("good"), node("bad", "-fail", "AssertionError: data_parallel_rank"))
+		var ne *harness.NodeExitedError
+		Expect(errors.As(err, &ne)).To(BeTrue(), "error %v", err)
+		Expect(ne.Host).To(Equal("bad"))
+		Expect(ne.ExitCode).To(Equal(3))
+		Expect(ne.Tail).To(ContainElements("log line 2", "zmqbind: AssertionError: data_parallel_rank"))
+		Expect(err.Error()).To(ContainSubstring("node bad exited with code 3 before it was ready"))
+		Expect(err.Error()).NotTo(ContainSubstring("good"))
+		st, err := d.State(ctx, "good")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(st.Running).To(BeTrue())
+	}, SpecTimeout(3*time.Minute))
+
+	It("fails a node that is never ready within the bound, naming what it waited for", func(ctx SpecContext) {
+		d := newRun(ctx, harness.WithStartTimeout(3*time.Second))
+		spec := node("slow")
+		spec.Ready = regexp.MustCompile(`^never printed$`)
+		err := d.StartNodes(ctx, spec)
+		Expect(err).To(MatchError(ContainSubstring(`not ready within 3s (no line matching "^never printed$")`)))
+		Expect(err.Error()).To(ContainSubstring("ready slow"), "the last log lines")
+	}, SpecTimeout(time.Minute))
+
+	It("rejects bad specs before starting anything", func(ctx SpecContext) {
+		d := newRun(ctx)
+		Expect(d.StartNodes(ctx, node("a"), node("a"))).To(MatchError(ContainSubstring("node a: host listed twice")))
+		Expect(d.StartNodes(ctx, node("R0_Head"))).To(MatchError(ContainSubstring(`node host "R0_Head": want a DNS label`)))
+		Expect(d.Hosts()).To(BeEmpty())
+		c, _ := labelled(ctx, engine(), d.RunID())
+		Expect(c).To(BeZero())
+		Expect(d.StartNodes(ctx, node("a"))).To(Succeed())
+		Expect(d.StartNodes(ctx, node("a"))).To(MatchError(ContainSubstring("node a: host already started in this run")))
+		Expect(d.Stop(ctx, "nope")).To(MatchError(ContainSubstring("host nope: not started in run " + d.RunID())))
+		_, err := d.Logs(ctx, "nope")
+		Expect(err).To(MatchError(ContainSubstring("host nope")))
+	}, SpecTimeout(2*time.Minute))
+
+	It("pauses, unpauses, restarts, stops and kills nodes", func(ctx SpecContext) {
+		d := newRun(ctx, harness.WithStopGrace(10*time.Second))
+		Expect(d.StartNodes(ctx, node("a", "-bind", "ipc:///tmp/a.ipc"), node("b"))).To(Succeed())
+		state := func(host string) harness.State {
+			st, err := d.State(ctx, host)
+			Expect(err).NotTo(HaveOccurred())
+			return st
+		}
+
+		Expect(d.Pause(ctx, "a")).To(Succeed())
+		Expect(state("a")).To(MatchFields(IgnoreExtras, Fields{"Status": Equal("paused"), "Paused": BeTrue()}))
+		Expect(d.Unpause(ctx, "a")).To(Succeed())
+		Expect(state("a")).To(MatchFields(IgnoreExtras, Fields{"Status": Equal("running"), "Paused": BeFalse()}))
+
+		Expect(d.Restart(ctx, "a")).To(Succeed())
+		Expect(strings.Count(logsOf(ctx, d, "a"), "ready a\n")).To(Equal(2), "a ready line per start")
+		Expect(logsOf(ctx, d, "a")).To(ContainSubstring("stopping on terminated"), "SIGTERM first")
+		l, err := d.IPCDir(ctx, "a")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(l.Sockets()).To(Equal([]string{"a.ipc"}))
+
+		Expect(d.Stop(ctx, "a")).To(Succeed())
+		Expect(state("a")).To(MatchFields(IgnoreExtras, Fields{"Status": Equal("exited"), "ExitCode": Equal(0)}))
+		Expect(d.Kill(ctx, "b", "SIGKILL")).To(Succeed())
+		Eventually(func() string { return state("b").Status }).WithContext(ctx).WithTimeout(10 * time.Second).Should(Equal("exited"))
+		Expect(state("b").ExitCode).To(Equal(137), "128 + SIGKILL")
+	}, SpecTimeout(3*time.Minute))
+
+	It("publishes the store's ports on loopback, where the harness reaches it over TCP", func(ctx SpecContext) {
+		d := newRun(ctx)
+		store, err := d.StartStore(ctx, harness.NodeSpec{Host: "store", Program: zmqbind(), Args: []string{"-bind", "tcp://*:7000"}, Ready: readyLine, Ports: []int{7000}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(store.Host).To(Equal("store"))
+		Expect(store.Addrs).To(HaveKeyWithValue(7000, MatchRegexp(`^127\.0\.0\.1:\d+$`)))
+
+		req, err := zmq.NewSocket(zmq.REQ)
+		Expect(err).NotTo(HaveOccurred())
+		defer req.Close()
+		Expect(req.SetLinger(0)).To(Succeed())
+		Expect(req.SetRcvtimeo(10 * time.Second)).To(Succeed())
+		Expect(req.Connect("tcp://" + store.Addrs[7000])).To(Succeed())
+		_, err = req.Send("ping from the harness", 0)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(req.Recv(0)).To(Equal("store got ping from the harness"))
+	}, SpecTimeout(2*time.Minute))
+
+	It("writes every host's logs, inspect output and ipc listing, and the given files, as artifacts", func(ctx SpecContext) {
+		d := newRun(ctx)
+		Expect(d.StartNodes(ctx, node("a", "-bind", "ipc:///tmp/lookup.ipc"), node("b"))).To(Succeed())
+		Expect(d.Stop(ctx, "b")).To(Succeed())
+		dir := filepath.Join(GinkgoT().TempDir(), "artifacts")
+		err := harness.WriteArtifacts(ctx, d, dir, map[string][]byte{"report.json": []byte(`{"verdict":"pass"}`), "store/snapshot.json": []byte("{}")})
+		// A stopped host cannot list its /tmp; that costs only its ipc.json.
+		Expect(err).To(MatchError(ContainSubstring("write ipc.json of host b")))
+		Expect(err.Error()).NotTo(ContainSubstring("host a"))
+
+		read := func(rel string) []byte {
+			b, err := os.ReadFile(filepath.Join(dir, rel))
+			Expect(err).NotTo(HaveOccurred())
+			return b
+		}
+		Expect(string(read("report.json"))).To(Equal(`{"verdict":"pass"}`))
+		Expect(read("store/snapshot.json")).To(Equal([]byte("{}")))
+		Expect(string(read("a/logs.txt"))).To(ContainSubstring("ready a\n"))
+		Expect(string(read("b/logs.txt"))).To(ContainSubstring("stopping on terminated"))
+		var ins struct {
+			Config struct{ Hostname string }
+			State  struct{ Status string }
+		}
+		Expect(json.Unmarshal(read("b/inspect.json"), &ins)).To(Succeed())
+		Expect(ins.Config.Hostname).To(Equal("b"))
+		Expect(ins.State.Status).To(Equal("exited"))
+		var listing struct {
+			Entries []struct{ Path, Type string }
+		}
+		Expect(json.Unmarshal(read("a/ipc.json"), &listing)).To(Succeed())
+		Expect(listing.Entries).To(ContainElement(MatchFields(IgnoreExtras, Fields{"Path": Equal("lookup.ipc"), "Type": Equal("socket")})))
+		Expect(filepath.Join(dir, "b/ipc.json")).NotTo(BeAnExistingFile())
+
+		Expect(harness.WriteArtifacts(ctx, d, dir, map[string][]byte{"../escape": nil})).To(MatchError(ContainSubstring(`"../escape": not a local file name`)))
+	}, SpecTimeout(2*time.Minute))
+})

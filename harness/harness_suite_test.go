@@ -1,0 +1,85 @@
+package harness_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/widetp/widetp/harness"
+)
+
+// childEnv makes the test binary act as a harness run that gets SIGKILLed half-way (the leak spec):
+// its value is the run id.
+const childEnv = "WIDETP_HARNESS_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if id := os.Getenv(childEnv); id != "" {
+		os.Exit(runChild(id))
+	}
+	os.Exit(m.Run())
+}
+
+func TestHarness(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "harness")
+}
+
+// engineErr is why the Docker specs skip (nil when an engine answered the suite's bounded ping).
+var engineErr error
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	engineErr = harness.Ping(ctx, 5*time.Second)
+}, NodeTimeout(10*time.Second))
+
+func requireEngine() {
+	if engineErr != nil {
+		Skip("no reachable Docker engine: " + engineErr.Error())
+	}
+}
+
+// zmqbind is the harness's own cgo test node (harness/testdata/zmqbind): it links libzmq as
+// simnode does, binds where told, pings peers by name and prints "ready <hostname>".
+func zmqbind() harness.Program {
+	df, err := os.ReadFile("testdata/zmqbind.Dockerfile")
+	Expect(err).NotTo(HaveOccurred())
+	return harness.Program{Name: "zmqbind", Package: "./harness/testdata/zmqbind", Cgo: true, Dockerfile: df}
+}
+
+var readyLine = regexp.MustCompile(`^ready `)
+
+func node(host string, args ...string) harness.NodeSpec {
+	return harness.NodeSpec{Host: host, Program: zmqbind(), Args: args, Ready: readyLine}
+}
+
+// runChild starts a run with a store and two nodes, says "half-way", and waits to be killed.
+func runChild(runID string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child:", err); return 1 }
+	d, err := harness.NewDocker(ctx, harness.WithRunID(runID))
+	if err != nil {
+		return fail(err)
+	}
+	df, err := os.ReadFile("testdata/zmqbind.Dockerfile")
+	if err != nil {
+		return fail(err)
+	}
+	p := harness.Program{Name: "zmqbind", Package: "./harness/testdata/zmqbind", Cgo: true, Dockerfile: df}
+	if _, err := d.StartStore(ctx, harness.NodeSpec{Host: "store", Program: p, Args: []string{"-bind", "tcp://*:7000"}, Ready: readyLine, Ports: []int{7000}}); err != nil {
+		return fail(err)
+	}
+	if err := d.StartNodes(ctx, harness.NodeSpec{Host: "head", Program: p, Ready: readyLine}, harness.NodeSpec{Host: "follower", Program: p, Ready: readyLine}); err != nil {
+		return fail(err)
+	}
+	fmt.Println("half-way", runID)
+	// Block until killed; the parent holds stdin open. Nothing here closes the run: that is the point.
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	return 2
+}
