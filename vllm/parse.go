@@ -7,6 +7,7 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -24,8 +25,8 @@ var envAssignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 // name the flag and the value: *ArgError for what argparse (or the pydantic field constraints)
 // rejects, *ShellError for a line the shell cannot split.
 //
-// Not supported, and rejected with an error rather than guessed: --config (the model reads no
-// files) and argparse's abbreviations of long options.
+// A unique prefix of a long option stands for it, as argparse's allow_abbrev allows. Not
+// supported, and rejected with an error rather than guessed: --config (the model reads no files).
 func ParseServe(cmdline string) (*ServeArgs, error) {
 	words, err := splitWords(cmdline)
 	if err != nil {
@@ -108,16 +109,14 @@ func (p *argParser) run() error {
 	return nil
 }
 
-// looksLikeOption is argparse's test for an option string: a leading '-' that is not a negative
-// number (the parser has no option that looks like one, so "-1" is a value) and not "-" alone.
+// negativeNumber is argparse's _negative_number_matcher: since no option looks like a negative
+// number, such a word is a value ("--seed -1").
+var negativeNumber = regexp.MustCompile(`^-\d+$|^-\d*\.\d+$`)
+
+// looksLikeOption is argparse's test for an option string: a leading '-', not "-" alone and not
+// a negative number.
 func looksLikeOption(w string) bool {
-	if len(w) < 2 || w[0] != '-' {
-		return false
-	}
-	if _, err := strconv.ParseFloat(w, 64); err == nil {
-		return false
-	}
-	return true
+	return len(w) >= 2 && w[0] == '-' && !negativeNumber.MatchString(w)
 }
 
 func (p *argParser) positional(w string) error {
@@ -140,6 +139,25 @@ func (p *argParser) option(w string) error {
 		base, explicit, hasExplicit, dotted = "-O", name[2:], true, false
 	}
 	ref, ok := flagIndex[base]
+	if !ok && strings.HasPrefix(base, "--") {
+		// argparse's allow_abbrev (FlexibleArgumentParser keeps the default): a unique prefix of
+		// a long option stands for it.
+		var matches []string
+		for name := range flagIndex {
+			if strings.HasPrefix(name, "--") && strings.HasPrefix(name, base) {
+				matches = append(matches, name)
+			}
+		}
+		sort.Strings(matches)
+		switch len(matches) {
+		case 0:
+		case 1:
+			ref, ok = flagIndex[matches[0]], true
+			base = matches[0]
+		default:
+			return &ArgError{Value: w, Reason: fmt.Sprintf("ambiguous option: %s could match %s", base, strings.Join(matches, ", "))}
+		}
+	}
 	if !ok {
 		return &ArgError{Value: w, Reason: "unrecognized arguments: " + w}
 	}

@@ -166,6 +166,17 @@ func TestParseServeAccepts(t *testing.T) {
 			},
 		},
 		{
+			name: "a unique prefix of a long option (argparse allow_abbrev)",
+			line: "vllm serve m --tensor-parallel 4 --data-parallel-size-l=2 --head",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantInt(t, "tp", a.TensorParallelSize, 4)
+				wantPtr(t, "local", a.DataParallelSizeLocal, intPtr(2))
+				if !a.Headless {
+					t.Error("headless not set")
+				}
+			},
+		},
+		{
 			name: "python int() spellings: underscores and a plus sign",
 			line: "vllm serve m -tp +16 --master-port 29_501",
 			check: func(t *testing.T, a *ServeArgs) {
@@ -209,6 +220,8 @@ func TestParseServeRejects(t *testing.T) {
 	}{
 		{"unknown flag", "vllm serve m --tensor-paralel-size 2", []string{"unrecognized arguments", "--tensor-paralel-size"}},
 		{"unknown short flag", "vllm serve m -tpx 2", []string{"unrecognized arguments", "-tpx"}},
+		{"ambiguous prefix", "vllm serve m --data-parallel 2", []string{"ambiguous option", "--data-parallel-size", "--data-parallel-rank"}},
+		{"a word that is not a negative number is an option", "vllm serve m --seed -inf", []string{"--seed", "expected one argument"}},
 		{"second positional", "vllm serve a b", []string{"unrecognized arguments", "b"}},
 		{"missing value", "vllm serve m --tensor-parallel-size", []string{"--tensor-parallel-size/-tp", "expected one argument"}},
 		{"value is an option", "vllm serve m -tp --headless", []string{"--tensor-parallel-size/-tp", "expected one argument"}},
