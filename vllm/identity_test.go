@@ -37,22 +37,18 @@ type idWant struct {
 // process under each listed ID (the process and its descendants) must hold the row's identity
 // and be running.
 func TestIdentityRows(t *testing.T) {
-	type group struct {
-		id   string
-		want idWant
-	}
 	rows := []struct {
 		name, source string
 		moe          bool
 		profile      string
 		nodes        []Node
-		groups       []group
+		groups       []idGroup
 	}{
 		{
 			name: "(a) one node, internal LB, engine i and its workers, MoE", moe: true, profile: "main",
 			source: "vllm/v1/engine/core.py run_engine_core; vllm/v1/engine/utils.py launch_core_engines",
 			nodes:  []Node{node("h", "vllm serve org/M -dp 4 "+store)},
-			groups: []group{
+			groups: []idGroup{
 				{"h/0/engine-core-0", idWant{0, some(0), 0, false}},
 				{"h/0/engine-core-3", idWant{3, some(3), 3, false}},
 			},
@@ -61,7 +57,7 @@ func TestIdentityRows(t *testing.T) {
 			name: "(a) one node, internal LB, dense: reconfigure_for_independent_dp_rank", moe: false, profile: "main",
 			source: "vllm/config/parallel.py reconfigure_for_independent_dp_rank",
 			nodes:  []Node{node("h", "vllm serve org/M -dp 4 "+store)},
-			groups: []group{
+			groups: []idGroup{
 				{"h/0/engine-core-2", idWant{0, some(2), 2, false}},
 			},
 		},
@@ -72,7 +68,7 @@ func TestIdentityRows(t *testing.T) {
 				node("h0", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-address h0 "+store),
 				node("h1", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 --headless "+store),
 			},
-			groups: []group{
+			groups: []idGroup{
 				{"h0/0/engine-core-1", idWant{1, some(1), 1, false}},
 				{"h1/0/engine-core-2", idWant{2, some(0), 2, false}},
 				{"h1/0/engine-core-3", idWant{3, some(1), 3, false}},
@@ -85,7 +81,7 @@ func TestIdentityRows(t *testing.T) {
 				node("h0", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-address h0 "+store),
 				node("h1", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 --headless "+store),
 			},
-			groups: []group{{"h1/0/engine-core-3", idWant{0, some(1), 3, false}}},
+			groups: []idGroup{{"h1/0/engine-core-3", idWant{0, some(1), 3, false}}},
 		},
 		{
 			name: "(c) external LB, one vllm serve per replica (co-located), MoE", moe: true, profile: "main",
@@ -93,7 +89,7 @@ func TestIdentityRows(t *testing.T) {
 			nodes: []Node{node("h",
 				"vllm serve org/M -dp 2 --data-parallel-rank 0 --port 8000 "+store,
 				"vllm serve org/M -dp 2 --data-parallel-rank 1 --port 8001 "+store)},
-			groups: []group{
+			groups: []idGroup{
 				{"h/0/engine-core-0", idWant{0, some(0), 0, true}},
 				{"h/1/engine-core-1", idWant{1, some(0), 1, true}},
 			},
@@ -104,7 +100,7 @@ func TestIdentityRows(t *testing.T) {
 			nodes: []Node{node("h",
 				"vllm serve org/M -dp 2 --data-parallel-rank 0 --port 8000 "+store,
 				"vllm serve org/M -dp 2 --data-parallel-rank 1 --port 8001 "+store)},
-			groups: []group{{"h/1/engine-core-1", idWant{0, some(0), 1, true}}},
+			groups: []idGroup{{"h/1/engine-core-1", idWant{0, some(0), 1, true}}},
 		},
 		{
 			name: "(d) hybrid LB, engine j of the node with start rank S, MoE", moe: true, profile: "main",
@@ -113,7 +109,7 @@ func TestIdentityRows(t *testing.T) {
 				node("h0", "vllm serve org/M -dp 4 -dpl 2 -dph --data-parallel-address h0 "+store),
 				node("h1", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 "+store),
 			},
-			groups: []group{
+			groups: []idGroup{
 				{"h0/0/engine-core-1", idWant{1, some(1), 1, true}},
 				{"h1/0/engine-core-3", idWant{3, some(1), 3, true}},
 			},
@@ -125,7 +121,7 @@ func TestIdentityRows(t *testing.T) {
 				node("h0", "vllm serve org/M -dp 4 -dpl 2 -dph --data-parallel-address h0 "+store),
 				node("h1", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 "+store),
 			},
-			groups: []group{{"h1/0/engine-core-2", idWant{0, some(0), 2, true}}},
+			groups: []idGroup{{"h1/0/engine-core-2", idWant{0, some(0), 2, true}}},
 		},
 		{
 			name: "(e1) wide-TP internal LB: heads and followers, MoE", moe: true, profile: "main",
@@ -136,7 +132,7 @@ func TestIdentityRows(t *testing.T) {
 				}
 				return ""
 			}),
-			groups: []group{
+			groups: []idGroup{
 				{"h0/0/engine-core-0", idWant{0, some(0), 0, false}},
 				{"h2/0/engine-core-1", idWant{1, some(0), 1, false}},
 				{"h1/0/headless-0", idWant{0, nil, 0, false}},
@@ -150,7 +146,7 @@ func TestIdentityRows(t *testing.T) {
 				node("h0", "vllm serve org/M -tp 16 --nnodes 2 --node-rank 0 --master-addr h0 "+store),
 				node("h1", "vllm serve org/M -tp 16 --nnodes 2 --node-rank 1 --master-addr h0 --headless "+store),
 			},
-			groups: []group{
+			groups: []idGroup{
 				{"h0/0/engine-core-0", idWant{0, some(0), 0, false}},
 				{"h1/0/headless-0", idWant{0, some(0), 0, false}},
 			},
@@ -159,7 +155,7 @@ func TestIdentityRows(t *testing.T) {
 			name: "(e2) wide-TP external LB: every node passes --data-parallel-rank N", moe: true, profile: "main",
 			source: "vllm/engine/arg_utils.py create_engine_config; vllm/entrypoints/cli/serve.py run_headless",
 			nodes:  wideTP(func(k int) string { return fmt.Sprintf("--data-parallel-rank %d", k/2) }),
-			groups: []group{
+			groups: []idGroup{
 				{"h0/0/engine-core-0", idWant{0, some(0), 0, true}},
 				{"h2/0/engine-core-1", idWant{1, some(0), 1, true}},
 				{"h1/0/headless-0", idWant{0, nil, 0, true}},
@@ -175,7 +171,7 @@ func TestIdentityRows(t *testing.T) {
 				}
 				return ""
 			}),
-			groups: []group{
+			groups: []idGroup{
 				{"h2/0/engine-core-1", idWant{1, some(0), 1, true}},
 				{"h3/0/headless-0", idWant{1, nil, 1, false}},
 			},
@@ -184,7 +180,7 @@ func TestIdentityRows(t *testing.T) {
 			name: "(f) Ray, actor i, per-node ordinal (strict packing, 2 ranks a node), MoE", moe: true, profile: "main",
 			source: "vllm/v1/engine/utils.py CoreEngineActorManager.create_dp_placement_groups",
 			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 2 -tp 4 --data-parallel-backend ray "+store)},
-			groups: []group{
+			groups: []idGroup{
 				{"h/0/ray-actor-1", idWant{1, some(1), 1, false}},
 				{"h/0/ray-actor-2", idWant{2, some(0), 2, false}},
 				{"h/0/ray-actor-3", idWant{3, some(1), 3, false}},
@@ -194,7 +190,7 @@ func TestIdentityRows(t *testing.T) {
 			name: "(f) Ray, actor i, dense", moe: false, profile: "main",
 			source: "vllm/v1/engine/utils.py CoreEngineActorManager; vllm/config/parallel.py reconfigure_for_independent_dp_rank",
 			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -tp 2 --data-parallel-backend ray "+store)},
-			groups: []group{{"h/0/ray-actor-3", idWant{0, some(3), 3, false}}},
+			groups: []idGroup{{"h/0/ray-actor-3", idWant{0, some(3), 3, false}}},
 		},
 		{
 			name: "(g) offline SPMD: DP 1 on the command line, VLLM_DP_* in the environment", moe: true, profile: "main",
@@ -202,41 +198,53 @@ func TestIdentityRows(t *testing.T) {
 			nodes: []Node{node("h",
 				"VLLM_DP_SIZE=2 VLLM_DP_RANK=0 VLLM_DP_MASTER_IP=h VLLM_DP_MASTER_PORT=13345 vllm serve org/M --port 8000 "+store,
 				"VLLM_DP_SIZE=2 VLLM_DP_RANK=1 VLLM_DP_RANK_LOCAL=1 VLLM_DP_MASTER_IP=h VLLM_DP_MASTER_PORT=13345 vllm serve org/M --port 8001 "+store)},
-			groups: []group{
+			groups: []idGroup{
 				{"h/0/engine-core-0", idWant{0, some(0), 0, false}},
 				{"h/1/engine-core-1", idWant{1, some(1), 1, false}},
 			},
 		},
 	}
 	for _, row := range rows {
-		t.Run(row.name, func(t *testing.T) {
-			t.Logf("source: %s", row.source)
-			procs := predict(t, row.moe, row.profile, row.nodes...)
-			for _, g := range row.groups {
-				group := under(procs, g.id)
-				if len(group) == 0 {
-					get(t, procs, g.id) // fails listing the IDs
-				}
-				for _, p := range group {
-					if p.Role == report.RoleHeadless && p.ID == g.id {
-						continue // the follower's headless launcher itself is checked through its workers
-					}
-					if p.DataParallelRank != g.want.rank || optStr(p.DataParallelRankLocal) != optStr(g.want.local) ||
-						p.DataParallelIndex != g.want.index || p.LocalEnginesOnly != g.want.leo {
-						t.Errorf("%s: rank=%d local=%s index=%d leo=%v, want rank=%d local=%s index=%d leo=%v",
-							p.ID, p.DataParallelRank, optStr(p.DataParallelRankLocal), p.DataParallelIndex, p.LocalEnginesOnly,
-							g.want.rank, optStr(g.want.local), g.want.index, g.want.leo)
-					}
-					if p.Crashed() {
-						t.Errorf("%s: %s", p.ID, exitText(p))
-					}
-				}
+		// The DP identity does not depend on the Mooncake index rule: every row holds under
+		// pre-48061 too (where some processes then crash computing that index).
+		profiles := []string{row.profile}
+		if row.profile == "main" {
+			profiles = append(profiles, "pre-48061")
+		}
+		for _, profile := range profiles {
+			t.Run(row.name+"/"+profile, func(t *testing.T) {
+				t.Logf("source: %s", row.source)
+				checkIdentityRow(t, predict(t, row.moe, profile, row.nodes...), row.groups, profile == "main")
+			})
+		}
+	}
+}
+
+// idGroup is a process (and its descendants) and the identity they hold.
+type idGroup struct {
+	id   string
+	want idWant
+}
+
+func checkIdentityRow(t *testing.T, procs []report.Process, groups []idGroup, healthy bool) {
+	t.Helper()
+	for _, g := range groups {
+		group := under(procs, g.id)
+		if len(group) == 0 {
+			get(t, procs, g.id) // fails listing the IDs
+		}
+		for _, p := range group {
+			if p.DataParallelRank != g.want.rank || optStr(p.DataParallelRankLocal) != optStr(g.want.local) ||
+				p.DataParallelIndex != g.want.index || p.LocalEnginesOnly != g.want.leo {
+				t.Errorf("%s: rank=%d local=%s index=%d leo=%v, want rank=%d local=%s index=%d leo=%v",
+					p.ID, p.DataParallelRank, optStr(p.DataParallelRankLocal), p.DataParallelIndex, p.LocalEnginesOnly,
+					g.want.rank, optStr(g.want.local), g.want.index, g.want.leo)
 			}
-			for _, p := range procs {
-				if p.Crashed() {
-					t.Errorf("%s crashed: %s", p.ID, exitText(p))
-				}
-			}
-		})
+		}
+	}
+	for _, p := range procs {
+		if healthy && p.Crashed() {
+			t.Errorf("%s crashed: %s", p.ID, exitText(p))
+		}
 	}
 }

@@ -28,7 +28,10 @@ func TestMooncakeRows(t *testing.T) {
 	})
 	rows := []struct {
 		name, source, profile string
-		nodes                 []Node
+		// dense: the row also holds for a dense model (whose engines reconfigure to DP 1 but keep
+		// data_parallel_index and data_parallel_rank_local).
+		dense bool
+		nodes []Node
 		// index maps a process ID to the Mooncake DP index it must hold (-1: nil, it crashed).
 		index map[string]int
 		// crash maps a process ID to the start of the error it must exit with.
@@ -57,7 +60,7 @@ func TestMooncakeRows(t *testing.T) {
 			},
 		},
 		{
-			name: "(d) hybrid LB on one host, legacy: index j instead of S+j collides", profile: "pre-48061",
+			name: "(d) hybrid LB on one host, legacy: index j instead of S+j collides", profile: "pre-48061", dense: true,
 			source: "mooncake_utils.py get_mooncake_dp_engine_index (before PR #48061)",
 			nodes:  coLocatedHybrid,
 			index:  map[string]int{"h/0/engine-core-1": 1, "h/1/engine-core-3": 1, "h/1/engine-core-2/worker-0": 0},
@@ -67,7 +70,7 @@ func TestMooncakeRows(t *testing.T) {
 			},
 		},
 		{
-			name: "(d) hybrid LB on one host, main: index S+j", profile: "main",
+			name: "(d) hybrid LB on one host, main: index S+j", profile: "main", dense: true,
 			source: "mooncake_utils.py get_mooncake_dp_engine_index (after PR #48061)",
 			nodes:  coLocatedHybrid,
 			index:  map[string]int{"h/1/engine-core-3": 3, "h/1/engine-core-2/worker-0": 2},
@@ -107,7 +110,7 @@ func TestMooncakeRows(t *testing.T) {
 			index:  map[string]int{"h2/0/engine-core-1": 1, "h2/0/engine-core-1/worker-0": 1, "h3/0/headless-0/worker-0": 1},
 		},
 		{
-			name: "(a) internal LB is not local_engines_only: both profiles use data_parallel_index", profile: "pre-48061",
+			name: "(a) internal LB is not local_engines_only: both profiles use data_parallel_index", profile: "pre-48061", dense: true,
 			source: "mooncake_utils.py get_mooncake_dp_engine_index",
 			nodes:  []Node{node("h", "vllm serve org/M -dp 2 "+store)},
 			index:  map[string]int{"h/0/engine-core-1": 1, "h/0/engine-core-1/worker-0": 1},
@@ -118,38 +121,48 @@ func TestMooncakeRows(t *testing.T) {
 		},
 	}
 	for _, row := range rows {
-		t.Run(row.name, func(t *testing.T) {
-			t.Logf("source: %s", row.source)
-			procs := predict(t, true, row.profile, row.nodes...)
-			for id, want := range row.index {
-				p := get(t, procs, id)
-				switch {
-				case want < 0 && p.MooncakeDPIndex != nil:
-					t.Errorf("%s: mooncake index %d, want None", id, *p.MooncakeDPIndex)
-				case want >= 0 && (p.MooncakeDPIndex == nil || *p.MooncakeDPIndex != want):
-					t.Errorf("%s: mooncake index %s, want %d", id, optStr(p.MooncakeDPIndex), want)
-				}
+		kinds := []bool{true}
+		if row.dense {
+			kinds = append(kinds, false)
+		}
+		for _, moe := range kinds {
+			t.Run(fmt.Sprintf("%s/moe=%v", row.name, moe), func(t *testing.T) {
+				t.Logf("source: %s", row.source)
+				checkMooncakeRow(t, predict(t, moe, row.profile, row.nodes...), row.index, row.crash, row.servedBy)
+			})
+		}
+	}
+}
+
+func checkMooncakeRow(t *testing.T, procs []report.Process, index map[string]int, crash, servedBy map[string]string) {
+	t.Helper()
+	for id, want := range index {
+		p := get(t, procs, id)
+		switch {
+		case want < 0 && p.MooncakeDPIndex != nil:
+			t.Errorf("%s: mooncake index %d, want None", id, *p.MooncakeDPIndex)
+		case want >= 0 && (p.MooncakeDPIndex == nil || *p.MooncakeDPIndex != want):
+			t.Errorf("%s: mooncake index %s, want %d", id, optStr(p.MooncakeDPIndex), want)
+		}
+	}
+	for id, want := range crash {
+		p := get(t, procs, id)
+		if p.Exit == nil || !strings.HasPrefix(p.Exit.Error, want) {
+			t.Errorf("%s: %s, want an exit with %q", id, exitText(p), want)
+		}
+	}
+	for id, want := range servedBy {
+		p := get(t, procs, id)
+		if p.Lookup == nil || p.Lookup.ServedBy != want {
+			t.Errorf("%s: lookup %+v, want served by %s", id, p.Lookup, want)
+		}
+	}
+	if len(crash) == 0 {
+		for _, p := range procs {
+			if p.Crashed() {
+				t.Errorf("%s crashed: %s", p.ID, exitText(p))
 			}
-			for id, want := range row.crash {
-				p := get(t, procs, id)
-				if p.Exit == nil || !strings.HasPrefix(p.Exit.Error, want) {
-					t.Errorf("%s: %s, want an exit with %q", id, exitText(p), want)
-				}
-			}
-			for id, want := range row.servedBy {
-				p := get(t, procs, id)
-				if p.Lookup == nil || p.Lookup.ServedBy != want {
-					t.Errorf("%s: lookup %+v, want served by %s", id, p.Lookup, want)
-				}
-			}
-			if len(row.crash) == 0 {
-				for _, p := range procs {
-					if p.Crashed() {
-						t.Errorf("%s crashed: %s", p.ID, exitText(p))
-					}
-				}
-			}
-		})
+		}
 	}
 }
 
