@@ -108,6 +108,10 @@ func (f *family) start(plan *vllm.ProcessPlan) (*child, error) {
 	cmd.Stdout = f.stderr
 	cmd.Stderr = f.stderr
 	cmd.ExtraFiles = []*os.File{statusW}
+	// A simulated process idles once it is up: one P keeps its threads and per-P caches (and so
+	// its resident memory, a target of the issue) small, and leaves the machine's cores to the
+	// processes that are starting.
+	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 	cmd.SysProcAttr = sysProcAttr(f.setpgid)
 	control, err := cmd.StdinPipe()
 	if err != nil {
