@@ -49,6 +49,12 @@
 //	                              #46628, the dense external-DP check, #39907/#44528)
 //	predict.go                    the paper execution (stages, barriers, cascades, lookups)
 //
+// Process IDs follow report.Process.ID, "<host>/<command>/<role>-<index>[/worker-<local rank>]",
+// with index 0 for an API server, headless launcher or DP supervisor (an API server a supervisor
+// starts takes its DP rank), and the DP rank an engine core is launched with (its
+// EngineCore_DP<rank> name) or a Ray actor's DP index; workers hang off their parent's ID.
+// Replica is "<torch world address>/dp<slot>": the workers of one engine and that engine.
+//
 // Modelling choices that are not vLLM's own, all documented where they are made: rendezvous
 // addresses vLLM draws at random or keeps on private ipc paths get derived ports (rendezvous.go);
 // uuid4 engine ids are derived from the seed, host and command index (engineid.go); every Ray
