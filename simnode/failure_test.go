@@ -11,6 +11,7 @@ import (
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/simnode"
 	"github.com/widetp/widetp/vllm"
+	"golang.org/x/sys/unix"
 )
 
 func oneEngine(t *testing.T, s *store, h hostEnv, workers int, edit func(ec *vllm.ProcessPlan)) *node {
@@ -146,6 +147,48 @@ func TestTeardownDuringStartUp(t *testing.T) {
 	for _, r := range s.srv.Reports() {
 		if r.Exit == nil || !r.Exit.Expected || r.Exit.Signal != "SIGTERM" || r.Crashed() {
 			t.Errorf("%s: exit %+v, want an expected SIGTERM exit", r.ID, r.Exit)
+		}
+	}
+}
+
+// TestNoProcessOutlivesItsSupervisor: a supervisor killed outright (no teardown) takes every
+// simulated process with it, through the Pdeathsig chain supervisor → engine core → workers.
+func TestNoProcessOutlivesItsSupervisor(t *testing.T) {
+	s := newStore(t)
+	n := oneEngine(t, s, hostEnv{name: "o0", ip: "127.0.0.14"}, 2, nil)
+	recs := s.waitRecords(t, "3 ready", readyCount(3))
+	var fds []int
+	for _, r := range recs {
+		// A pidfd becomes readable when its process exits, whoever's child it is.
+		fd, err := unix.PidfdOpen(r.PID, 0)
+		if err != nil {
+			t.Fatalf("pidfd of %s (%d): %v", r.ID, r.PID, err)
+		}
+		defer unix.Close(fd)
+		fds = append(fds, fd)
+	}
+	if err := n.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-n.done
+	deadline := time.Now().Add(testBound)
+	for _, fd := range fds {
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			left := time.Until(deadline)
+			if left <= 0 {
+				t.Fatal("a simulated process outlived its killed supervisor")
+			}
+			k, err := unix.Poll(pfd, int(left.Milliseconds()))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k == 1 {
+				break
+			}
 		}
 	}
 }
