@@ -267,8 +267,10 @@ func TestExplainHumanTable(t *testing.T) {
 	}
 	var followerRow string
 	for _, line := range strings.Split(text, "\n") {
-		if strings.Contains(line, "r0-follower/0/headless-0/worker-1 ") {
+		// The table row starts with the process ID; violation lines name it later.
+		if strings.HasPrefix(strings.TrimSpace(line), "r0-follower/0/headless-0/worker-1 ") {
 			followerRow = line
+			break
 		}
 	}
 	if fields := strings.Fields(followerRow); len(fields) < 5 || fields[4] != "None" {
