@@ -297,10 +297,11 @@ func (d *Docker) release(specs []NodeSpec) {
 // containerEnv is the program's environment: the runtime's facts, then the spec's.
 func containerEnv(s NodeSpec) map[string]string {
 	env := map[string]string{
-		EnvHost:    s.Host,
-		EnvIPCRoot: ipcRoot,
+		EnvHost: s.Host,
 		// Inside its own network namespace a node binds every interface; peers reach it by name.
 		EnvListenIP: "0.0.0.0",
+		// No EnvIPCRoot: it prefixes ipc paths, and in a container ipc:///tmp/... is already the
+		// host's private /tmp.
 	}
 	for k, v := range s.Env {
 		env[k] = v

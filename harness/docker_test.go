@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -76,7 +79,7 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 
 		head := logsOf(ctx, d, "r0-head")
 		Expect(head).To(ContainSubstring("ready r0-head\n"), "hostname")
-		Expect(head).To(ContainSubstring("env WIDETP_HOST=r0-head\nenv WIDETP_IPC_ROOT=/tmp\nenv WIDETP_LISTEN_IP=0.0.0.0\n"))
+		Expect(head).To(ContainSubstring("env WIDETP_HOST=r0-head\nenv WIDETP_IPC_ROOT=\nenv WIDETP_LISTEN_IP=0.0.0.0\n"))
 		follower := logsOf(ctx, d, "r0-follower-1")
 		// The head answered by name over TCP...
 		Expect(follower).To(ContainSubstring("pong tcp://r0-head:5555 r0-head got ping from r0-follower-1\n"))
@@ -279,3 +282,46 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(harness.WriteArtifacts(ctx, d, dir, map[string][]byte{"../escape": nil})).To(MatchError(ContainSubstring(`"../escape": not a local file name`)))
 	}, SpecTimeout(2*time.Minute))
 })
+
+var _ = Describe("the real images", Label("docker"), func() {
+	BeforeEach(requireEngine)
+
+	It("runs the fake store as the store, reachable over HTTP on a published port", func(ctx SpecContext) {
+		d := newRun(ctx)
+		store, err := d.StartStore(ctx, harness.NodeSpec{Host: "store", Program: harness.FakeStore,
+			Ready: regexp.MustCompile(`^fakestore: flavor=`), Ports: []int{8080, 50052, 9003}})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(store.Addrs).To(HaveLen(3))
+		resp, err := httpGet(ctx, "http://"+store.Addrs[9003]+"/health")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(resp).To(ContainSubstring(`"status":"ok"`))
+	}, SpecTimeout(5*time.Minute))
+
+	It("runs simnode from a scratch image: the binary, libzmq and the loader are all there", func(ctx SpecContext) {
+		d := newRun(ctx)
+		// Without a config simnode prints its usage and exits 2 (bad input); a missing library
+		// would be the loader's exit 127 instead.
+		err := d.StartNodes(ctx, harness.NodeSpec{Host: "r0-head", Program: harness.SimNode, Ready: readyLine})
+		var ne *harness.NodeExitedError
+		Expect(errors.As(err, &ne)).To(BeTrue(), "error %v", err)
+		Expect(ne.ExitCode).To(Equal(2), "tail: %v", ne.Tail)
+		Expect(logsOf(ctx, d, "r0-head")).To(ContainSubstring("usage: simnode node"))
+	}, SpecTimeout(5*time.Minute))
+})
+
+func httpGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return string(b), fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
+}

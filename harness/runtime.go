@@ -56,8 +56,8 @@ type NodeSpec struct {
 	Program Program
 	// Args follow the program's name on its command line.
 	Args []string
-	// Env is the program's environment, on top of what the runtime sets (EnvHost, EnvIPCRoot,
-	// EnvListenIP); a key set here wins.
+	// Env is the program's environment, on top of what the runtime sets (EnvHost, EnvListenIP,
+	// and EnvIPCRoot where ipc paths need a prefix); a key set here wins.
 	Env map[string]string
 	// Ready, if set, matches a line the program prints once it is up; StartNodes waits for it. A
 	// program that exits first fails the start with its last log lines.
@@ -85,8 +85,9 @@ type State struct {
 	OOMKilled bool
 }
 
-// The environment every runtime gives a host's program: who it is and where its private ipc
-// directory is, the same variables on every runtime so that simnode need not know which it is on.
+// The environment a runtime gives a host's program (simnode's contract, cmd/simnode): who it is,
+// what it binds, and — only where hosts share one file system (the local runtime) — the directory
+// that prefixes every ipc:// path, standing in for the host's private /tmp.
 const (
 	EnvHost     = "WIDETP_HOST"
 	EnvIPCRoot  = "WIDETP_IPC_ROOT"
