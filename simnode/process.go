@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -74,6 +75,9 @@ type proc struct {
 
 	seq *seqClient
 	fam *family
+	// tearingDown is set once the harness's teardown (a signal) reached this process: the exits
+	// it then posts for its children were asked for too.
+	tearingDown atomic.Bool
 
 	server  *lookup.Server
 	lclient *lookup.Client
@@ -209,7 +213,7 @@ func (p *proc) run(dec *json.Decoder, sigs <-chan os.Signal) int {
 		exited:   func(id string) { p.seq.Exited(id) },
 		stderr:   p.stderr,
 		log:      p.log,
-		expected: func() bool { return false },
+		expected: p.tearingDown.Load,
 	})
 	seq, err := dialSequencer(p.spec.Sequencer, p.id)
 	if err != nil {
@@ -261,6 +265,7 @@ func (p *proc) run(dec *json.Decoder, sigs <-chan os.Signal) int {
 				end = ending{kind: endStopOnChild}
 			}
 		case s := <-sigs:
+			p.tearingDown.Store(true)
 			end = ending{kind: endTeardown, signal: s.(syscall.Signal)}
 		case <-control:
 			end = ending{kind: endShutdown}
@@ -611,11 +616,11 @@ func (p *proc) waitChildren(sigs <-chan os.Signal, end *ending) {
 		select {
 		case <-p.fam.events:
 		case <-p.fam.changed:
-		case s := <-sigs:
-			if end.kind != endTeardown {
-				p.fam.signal(syscall.SIGTERM)
-			}
-			_ = s
+		case <-sigs:
+			// The harness's teardown arrived while a failure was being torn down: the children
+			// go now, and what they leave is what the teardown asked for.
+			p.tearingDown.Store(true)
+			p.fam.signal(syscall.SIGTERM)
 		case <-bound.C:
 			if killed {
 				p.log.Error("children survived SIGKILL", "children", len(p.fam.live()))
