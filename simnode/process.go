@@ -290,10 +290,16 @@ func (p *proc) childSpec(plan *vllm.ProcessPlan) procSpec {
 	return s
 }
 
-// die ends a process that could not even start its steps.
+// die ends a process that could not even start its steps; it reports the exit when it can
+// reach the store (its parent reports it otherwise).
 func (p *proc) die(e *pyError) int {
+	if p.store != nil {
+		code := exitCode(e.Exception)
+		p.update(func(r *report.Process) { r.Exit = &report.Exit{Code: code, Error: e.Exception} })
+		p.publish(PhaseExited)
+	}
 	writeTraceback(p.stderr, p.id, e)
-	return exitCrashed
+	return exitCode(e.Exception)
 }
 
 // crashAt returns the plan's exception if it is raised at stage st.
