@@ -40,9 +40,10 @@ type Docker struct {
 	images   *imageBuilder
 	work     string
 
-	mu    sync.Mutex
-	nodes map[string]*dockerNode
-	order []string
+	mu     sync.Mutex
+	nodes  map[string]*dockerNode
+	order  []string
+	closed bool
 }
 
 type dockerNode struct {
@@ -111,8 +112,7 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 		provider.Close()
 		return nil, fmt.Errorf("make the run's scratch directory: %w", err)
 	}
-	d.images = &imageBuilder{api: d.api, root: cfg.moduleRoot, work: d.work, labels: d.labels(), images: map[string]*imageOnce{},
-		onBuild: func(img Image) { d.progressf("built image %s", img.Ref) }}
+	d.images = newImageBuilder(d.api, cfg, d.work, d.labels())
 	nw, err := provider.CreateNetwork(ctx, testcontainers.NetworkRequest{
 		Name:   "widetp-" + cfg.runID,
 		Driver: "bridge",
@@ -202,23 +202,30 @@ func (d *Docker) StartNodes(ctx context.Context, specs ...NodeSpec) error {
 	if err := d.reserve(specs); err != nil {
 		return err
 	}
-	images := map[string]Image{}
-	var imgErrs []error
+	// Each distinct program's image, built at once (simnode's cgo build dominates a cold start).
+	var programs []Program
+	seen := map[string]bool{}
 	for _, s := range specs {
-		if _, ok := images[s.Program.Name]; ok {
-			continue
+		if !seen[s.Program.Name] {
+			seen[s.Program.Name] = true
+			programs = append(programs, s.Program)
 		}
-		img, err := d.Image(ctx, s.Program)
-		if err != nil {
-			imgErrs = append(imgErrs, err)
-			images[s.Program.Name] = Image{}
-			continue
-		}
-		images[s.Program.Name] = img
 	}
-	if len(imgErrs) > 0 {
+	built := make([]Image, len(programs))
+	steps := make([]func() error, len(programs))
+	for i, p := range programs {
+		steps[i] = func() (err error) {
+			built[i], err = d.Image(ctx, p)
+			return err
+		}
+	}
+	if err := runConcurrently(steps); err != nil {
 		d.release(specs)
-		return errors.Join(imgErrs...)
+		return err
+	}
+	images := map[string]Image{}
+	for _, img := range built {
+		images[img.Program.Name] = img
 	}
 	plan := make([]func() error, len(specs))
 	for i, s := range specs {
@@ -259,8 +266,8 @@ func (d *Docker) reserve(specs []NodeSpec) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.nodes == nil {
-		errs = append(errs, errors.New("start nodes: the runtime is closed"))
+	if d.closed {
+		errs = append(errs, errors.New("the runtime is closed"))
 	}
 	for _, s := range specs {
 		if _, ok := d.nodes[s.Host]; ok {
@@ -347,10 +354,16 @@ func (d *Docker) startNode(ctx context.Context, s NodeSpec, img Image) error {
 		return fmt.Errorf("start node %s: create container: %w", s.Host, err)
 	}
 	d.mu.Lock()
-	if n, ok := d.nodes[s.Host]; ok {
+	closed := d.closed
+	if n, ok := d.nodes[s.Host]; ok && !closed {
 		n.ctr, n.id = ctr, ctr.GetContainerID()
 	}
 	d.mu.Unlock()
+	if closed {
+		// Close ran while the engine created this container: it did not see it, so remove it here.
+		_, err := d.api.ContainerRemove(context.WithoutCancel(ctx), ctr.GetContainerID(), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		return errors.Join(fmt.Errorf("start node %s: the runtime was closed during the start", s.Host), err)
+	}
 	if err := ctr.Start(ctx); err != nil {
 		return d.startFailure(s.Host, ctr.GetContainerID(), fmt.Errorf("start container: %w", err))
 	}
@@ -696,6 +709,7 @@ func (d *Docker) Hosts() []string {
 // is the caller's Stop), then the network, then the scratch directory.
 func (d *Docker) Close(ctx context.Context) error {
 	d.mu.Lock()
+	d.closed = true
 	var steps []func() error
 	for _, h := range d.order {
 		n := d.nodes[h]
@@ -716,9 +730,11 @@ func (d *Docker) Close(ctx context.Context) error {
 	d.mu.Unlock()
 	err := runConcurrently(steps)
 	d.mu.Lock()
-	remaining := len(d.nodes)
-	if remaining == 0 {
-		d.nodes, d.order = nil, nil
+	remaining := 0
+	for _, n := range d.nodes {
+		if n.id != "" {
+			remaining++
+		}
 	}
 	d.mu.Unlock()
 	var errs []error

@@ -200,6 +200,18 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(err).To(MatchError(ContainSubstring("host nope")))
 	}, SpecTimeout(2*time.Minute))
 
+	It("lets only one of two concurrent starts take a host name", func(ctx SpecContext) {
+		d := newRun(ctx)
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- d.StartNodes(ctx, node("x")) }()
+		}
+		first, second := <-errs, <-errs
+		Expect([]error{first, second}).To(ContainElement(BeNil()))
+		Expect([]error{first, second}).To(ContainElement(MatchError(ContainSubstring("node x: host already started in this run"))))
+		Expect(d.Hosts()).To(Equal([]string{"x"}))
+	}, SpecTimeout(2*time.Minute))
+
 	It("pauses, unpauses, restarts, stops and kills nodes", func(ctx SpecContext) {
 		d := newRun(ctx, harness.WithStopGrace(10*time.Second))
 		Expect(d.StartNodes(ctx, node("a", "-bind", "ipc:///tmp/a.ipc"), node("b"))).To(Succeed())
@@ -325,3 +337,21 @@ func httpGet(ctx context.Context, url string) (string, error) {
 	}
 	return string(b), err
 }
+
+var _ = Describe("building images ahead of a run", Label("docker"), func() {
+	BeforeEach(requireEngine)
+
+	It("builds or finds every program's image by content hash, with no network or container", func(ctx SpecContext) {
+		imgs, err := harness.BuildImages(ctx, []harness.Program{zmqbind(), harness.FakeStore}, harness.WithRunID("images-spec"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(imgs).To(HaveLen(2))
+		Expect(imgs[0].Ref).To(HavePrefix("widetp-zmqbind:"))
+		Expect(imgs[1].Ref).To(HavePrefix("widetp-fakestore:"))
+		again, err := harness.BuildImages(ctx, []harness.Program{zmqbind()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again[0].Ref).To(Equal(imgs[0].Ref))
+		Expect(again[0].Cached).To(BeTrue())
+		c, n := labelled(ctx, engine(), "images-spec")
+		Expect([]int{c, n}).To(Equal([]int{0, 0}))
+	}, SpecTimeout(5*time.Minute))
+})

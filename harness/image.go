@@ -244,6 +244,55 @@ func goBuild(ctx context.Context, root, pkg, out string, cgo bool) error {
 	return nil
 }
 
+func newImageBuilder(api client.APIClient, cfg config, work string, labels map[string]string) *imageBuilder {
+	return &imageBuilder{api: api, root: cfg.moduleRoot, work: work, labels: labels, images: map[string]*imageOnce{},
+		onBuild: func(img Image) { fmt.Fprintf(cfg.progress, "widetp: built image %s\n", img.Ref) }}
+}
+
+// BuildImages builds the images of programs (or finds them by content hash) without starting a
+// run: `widetp images`, and CI warming its cache. The images carry a run label of their own.
+func BuildImages(ctx context.Context, programs []Program, opts ...Option) ([]Image, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("build images: %w", err)
+	}
+	cli, err := newEngineClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	if err := ping(ctx, cli, cfg.pingTimeout); err != nil {
+		return nil, err
+	}
+	owner, err := CurrentOwner()
+	if err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "widetp-images-")
+	if err != nil {
+		return nil, fmt.Errorf("build images: %w", err)
+	}
+	defer os.RemoveAll(work)
+	b := newImageBuilder(cli, cfg, work, map[string]string{LabelRun: cfg.runID, LabelOwner: owner.String()})
+	ctx, cancel := context.WithTimeout(ctx, cfg.buildTimeout)
+	defer cancel()
+	images := make([]Image, len(programs))
+	steps := make([]func() error, len(programs))
+	for i, p := range programs {
+		steps[i] = func() (err error) {
+			images[i], err = b.image(ctx, p)
+			return err
+		}
+	}
+	if err := runConcurrently(steps); err != nil {
+		return nil, err
+	}
+	return images, nil
+}
+
 // imageBuilder builds each program's image at most once per run; concurrent callers of one program
 // wait for the same build.
 type imageBuilder struct {
@@ -274,6 +323,12 @@ func (b *imageBuilder) image(ctx context.Context, p Program) (Image, error) {
 		b.images[p.Name] = o
 		b.mu.Unlock()
 		o.img, o.err = b.build(ctx, p)
+		if o.err != nil && ctx.Err() != nil {
+			// This caller ran out of time; the next one may try again.
+			b.mu.Lock()
+			delete(b.images, p.Name)
+			b.mu.Unlock()
+		}
 		close(o.done)
 	} else {
 		b.mu.Unlock()
