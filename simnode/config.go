@@ -90,8 +90,9 @@ const (
 	// DefaultRendezvousTimeout is short next to torch's 600 s: in a simulation every member starts
 	// within seconds, so a minute only passes when one never will.
 	DefaultRendezvousTimeout = 60 * time.Second
-	// DefaultLookupTimeout is the bound vLLM's own lookup client applies by default
-	// (_get_lookup_rpc_timeout_ms in the Mooncake store scheduler).
+	// DefaultLookupTimeout bounds a lookup where vLLM's LookupKeyClient would block in recv for
+	// ever: a local ipc round trip takes well under a millisecond, so 2 s without an answer means
+	// no server, not a slow one.
 	DefaultLookupTimeout = 2 * time.Second
 	// DefaultStoreTimeout is Mooncake's metadata client bound (3 s total per request) plus room for
 	// a few retries of a store that is still starting.
