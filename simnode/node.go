@@ -97,7 +97,9 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 		return ExitBadInput, fmt.Errorf("node %s: %w", cfg.Host, err)
 	}
 
-	dir, err := os.MkdirTemp("", "simnode-")
+	// The sequencer's socket lives in the host's private directory when it has one, so that a
+	// killed node leaves nothing outside it.
+	dir, err := os.MkdirTemp(rt.IPCRoot, "simnode-")
 	if err != nil {
 		return ExitInfra, fmt.Errorf("node %s: sequencer directory: %w", cfg.Host, err)
 	}
