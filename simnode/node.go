@@ -99,6 +99,11 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 
 	// The sequencer's socket lives in the host's private directory when it has one, so that a
 	// killed node leaves nothing outside it.
+	if rt.IPCRoot != "" {
+		if err := os.MkdirAll(rt.IPCRoot, 0o755); err != nil {
+			return ExitInfra, fmt.Errorf("node %s: ipc root: %w", cfg.Host, err)
+		}
+	}
 	dir, err := os.MkdirTemp(rt.IPCRoot, "simnode-")
 	if err != nil {
 		return ExitInfra, fmt.Errorf("node %s: sequencer directory: %w", cfg.Host, err)
