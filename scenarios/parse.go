@@ -174,7 +174,7 @@ func (p *parser) usable(n *yaml.Node, path string) bool {
 }
 
 func (p *parser) scenario(s *Scenario, root *yaml.Node) {
-	top := p.mapping(root, "", "name", "description", "profile", "model", "gpus_per_node", "env", "nodes", "store", "expect")
+	top := p.mapping(root, "", "name", "description", "bugs", "profile", "model", "gpus_per_node", "env", "nodes", "store", "expect")
 	if top == nil {
 		return
 	}
@@ -195,6 +195,9 @@ func (p *parser) scenario(s *Scenario, root *yaml.Node) {
 		if s.Description, ok = p.str(v, "description"); ok && strings.TrimSpace(s.Description) == "" {
 			p.errorf(v, "description", "is empty: say what the deployment is and what it shows")
 		}
+	}
+	if f, ok := top.get("bugs"); ok {
+		p.bugs(s, f.value)
 	}
 	if v, ok := required("profile"); ok {
 		s.profileLine = v.Line

@@ -34,6 +34,9 @@ func TestParseDefaults(t *testing.T) {
 	if len(s.Expect) != 0 {
 		t.Errorf("absent expect: want healthy (no kinds), got %v", s.Expect)
 	}
+	if s.Bugs != nil {
+		t.Errorf("absent bugs: want none, got %q", s.Bugs)
+	}
 	if got := s.Nodes[0].Commands; len(got) != 1 || !strings.HasPrefix(got[0], "vllm serve deepseek-ai/DeepSeek-V3") {
 		t.Errorf("command shorthand: got commands %q", got)
 	}
@@ -46,6 +49,7 @@ func TestParseFull(t *testing.T) {
 	src := `name: full-1
 description: |
   two nodes, co-located commands, every optional field
+bugs: [vllm#48061, mooncake#960, vllm#20399]
 profile: {base: main, mooncake_dp_index: legacy}
 model: {name: org/Custom-MoE, moe: true}
 gpus_per_node: 4
@@ -86,8 +90,11 @@ expect:
 	if env := s.Environ(s.Nodes[1]); env["SHARED"] != "scenario" {
 		t.Errorf("node without env: got %v", env)
 	}
-	if len(s.Nodes[0].Commands) != 2 || s.Nodes[0].CommandLines[1] != 14 {
+	if len(s.Nodes[0].Commands) != 2 || s.Nodes[0].CommandLines[1] != 15 {
 		t.Errorf("commands %q at lines %v", s.Nodes[0].Commands, s.Nodes[0].CommandLines)
+	}
+	if want := []string{"vllm#48061", "mooncake#960", "vllm#20399"}; strings.Join(s.Bugs, " ") != strings.Join(want, " ") {
+		t.Errorf("bugs %q, want %q in file order", s.Bugs, want)
 	}
 	if s.Store.Flavor != "python" {
 		t.Errorf("flavor %q", s.Store.Flavor)
@@ -126,7 +133,19 @@ func TestParseErrors(t *testing.T) {
 		{"moe contradicts the catalog", strings.Replace(minimal, "{name: deepseek-ai/DeepSeek-V3}", "{name: deepseek-ai/DeepSeek-V3, moe: false}", 1), `x.yaml:4: model.moe: deepseek-ai/DeepSeek-V3 is a MoE model, not a dense model`},
 		{"moe not a bool", strings.Replace(minimal, "{name: deepseek-ai/DeepSeek-V3}", "{name: org/X, moe: yes}", 1), `x.yaml:4: model.moe: want true or false, got "yes"`},
 		{"unknown model field", strings.Replace(minimal, "{name: deepseek-ai/DeepSeek-V3}", "{name: deepseek-ai/DeepSeek-V3, size: 671}", 1), `x.yaml:4: model.size: unknown field`},
-		{"unknown top-level field", minimal + "gpu_per_node: 4\n", `x.yaml:8: gpu_per_node: unknown field (known: name, description, profile, model, gpus_per_node, env, nodes, store, expect)`},
+		{"unknown top-level field", minimal + "gpu_per_node: 4\n", `x.yaml:8: gpu_per_node: unknown field (known: name, description, bugs, profile, model, gpus_per_node, env, nodes, store, expect)`},
+		{"bugs a string", minimal + "bugs: vllm#48061\n", `x.yaml:8: bugs: want a list of bug references like [vllm#48061], got "vllm#48061"`},
+		{"bugs empty", minimal + "bugs: []\n", `x.yaml:8: bugs: is empty`},
+		{"bug without number", minimal + "bugs: [vllm]\n", `x.yaml:8: bugs[0]: "vllm" is not a bug reference: want <repo>#<number>, like vllm#48061`},
+		{"bug with owner/name (not a Ginkgo label)", minimal + "bugs: [vllm-project/vllm#48061]\n", `x.yaml:8: bugs[0]: "vllm-project/vllm#48061" is not a bug reference`},
+		{"bug number zero", minimal + "bugs: [vllm#0]\n", `x.yaml:8: bugs[0]: "vllm#0" is not a bug reference`},
+		{"bug number with a sign", minimal + "bugs: [vllm#-1]\n", `x.yaml:8: bugs[0]: "vllm#-1" is not a bug reference`},
+		{"bug in upper case", minimal + "bugs: [VLLM#48061]\n", `x.yaml:8: bugs[0]: "VLLM#48061" is not a bug reference`},
+		{"bug in an unknown repository", minimal + "bugs: [vlm#48061]\n", `x.yaml:8: bugs[0]: "vlm#48061": unknown repository "vlm" (known: mooncake (kvcache-ai/Mooncake), vllm (vllm-project/vllm))`},
+		{"bug number overflows", minimal + "bugs: [vllm#99999999999999999999]\n", `x.yaml:8: bugs[0]: "vllm#99999999999999999999": the number 99999999999999999999 is too large`},
+		{"bug listed twice", minimal + "bugs:\n  - vllm#48061\n  - vllm#48061\n", `x.yaml:10: bugs[1]: "vllm#48061" is already listed at bugs[0]`},
+		{"bug entry a map", minimal + "bugs: [{vllm: 48061}]\n", `x.yaml:8: bugs[0]: want a string, got a mapping`},
+		{"bug written with a space is a YAML comment", minimal + "bugs:\n  - vllm #48061\n", `x.yaml:9: bugs[0]: "vllm" is not a bug reference`},
 		{"duplicate key", minimal + "name: u\n", `x.yaml:8: name: given twice (first on line 1)`},
 		{"gpus_per_node zero", minimal + "gpus_per_node: 0\n", `x.yaml:8: gpus_per_node: 0: want at least 1`},
 		{"gpus_per_node a string", minimal + "gpus_per_node: \"8\"\n", `x.yaml:8: gpus_per_node: want a whole number, got "8"`},
@@ -256,5 +275,23 @@ func TestParseProfileSpec(t *testing.T) {
 		if back, _ := scenarios.ParseProfileSpec(got.String()); back.String() != got.String() {
 			t.Errorf("String does not read back: %q -> %q", got.String(), back.String())
 		}
+	}
+}
+
+func TestBugURLAndLabel(t *testing.T) {
+	rows := []struct{ ref, url string }{
+		{"vllm#48061", "https://github.com/vllm-project/vllm/issues/48061"},
+		{"mooncake#960", "https://github.com/kvcache-ai/Mooncake/issues/960"},
+		{"vlm#48061", ""},
+		{"vllm#0", ""},
+		{"vllm", ""},
+	}
+	for _, r := range rows {
+		if got := scenarios.BugURL(r.ref); got != r.url {
+			t.Errorf("BugURL(%q) = %q, want %q", r.ref, got, r.url)
+		}
+	}
+	if got := scenarios.BugLabel("vllm#48061"); got != "bug:vllm#48061" {
+		t.Errorf("BugLabel = %q", got)
 	}
 }

@@ -16,6 +16,10 @@ type Scenario struct {
 	File        string
 	Name        string
 	Description string
+	// Bugs are the public bugs the scenario reproduces, as written (`vllm#48061`, in file order);
+	// empty when the file names none. The e2e suite labels the scenario's spec BugLabel(ref) for
+	// each one.
+	Bugs []string
 	// Profile is the profile as written (or as WithProfile overrode it): a name, or a base with
 	// changes. Resolved is what it resolves to in the model.
 	Profile  ProfileSpec
