@@ -77,9 +77,11 @@ type Store struct {
 // State is a host's state as the runtime sees it.
 type State struct {
 	// Status is the engine's word: "created", "running", "paused", "restarting", "exited", "dead".
-	Status   string
-	Running  bool
-	Paused   bool
+	Status  string
+	Running bool
+	Paused  bool
+	// ExitCode is the program's exit status; 128+N when signal N ended it (the shell's
+	// convention, which Docker follows), so every runtime reports a SIGKILL as 137.
 	ExitCode int
 	// OOMKilled is set when the kernel killed the program for memory.
 	OOMKilled bool
