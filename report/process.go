@@ -80,7 +80,10 @@ type Process struct {
 	// Served lists the nonces of the lookup requests this server answered (see Lookup.Nonce).
 	Served []string `json:"served,omitempty"`
 
-	// EngineID is the KV transfer engine_id this process holds ("" when there is no KV connector).
+	// EngineID is the KV transfer engine_id this process's KV connector uses: set on the processes
+	// that build one (engine cores and Ray actors for the scheduler side, workers), "" on launchers
+	// (API servers, headless launchers, DP supervisors: they parse the config but build no
+	// connector) and on every process of a command without --kv-transfer-config.
 	EngineID string `json:"engine_id,omitempty"`
 	// Segment is the Mooncake segment name (host:port) a worker registered.
 	Segment string `json:"segment,omitempty"`
