@@ -18,7 +18,9 @@ func TestEngineIDDPSuffix(t *testing.T) {
 		want    map[string]string
 	}{
 		{"main+engine_id_dp_suffix=local", map[string]string{"h/0/engine-core-0": "E_dp0", "h/0/engine-core-1": "E_dp0", "h/0/engine-core-1/worker-0": "E_dp0"}},
-		{"main", map[string]string{"h/0/engine-core-0": "E_dp0", "h/0/engine-core-1": "E_dp1", "h/0/engine-core-1/worker-0": "E_dp1", "h/0/api-server-1": "E"}},
+		{"main", map[string]string{"h/0/engine-core-0": "E_dp0", "h/0/engine-core-1": "E_dp1", "h/0/engine-core-1/worker-0": "E_dp1",
+			// The launchers build no connector, so they hold no engine_id (report.Process.EngineID).
+			"h/0/api-server-1": "", "h/0/dp-supervisor-0": ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.profile, func(t *testing.T) {
@@ -166,8 +168,61 @@ func TestEngineIDSync(t *testing.T) {
 			if (follower.EngineID == head) != tt.same || head == "" {
 				t.Errorf("head %q follower %q, want same=%v", head, follower.EngineID, tt.same)
 			}
-			if lead := get(t, procs, "h1/0/headless-0").EngineID; lead == head {
-				t.Errorf("the follower's own parse must draw its own engine_id, got the head's %q", lead)
+			if lead := get(t, procs, "h1/0/headless-0").EngineID; lead != "" {
+				t.Errorf("the headless launcher builds no connector, yet holds engine_id %q", lead)
+			}
+			// Worker 0 of the follower is TP rank 8: before any exchange it holds the follower's
+			// own parse, another uuid4 than the head's.
+			if own := get(t, procs, "h1/0/headless-0/worker-0").EngineID; tt.profile == "main+engine_id_sync=none" && own == head {
+				t.Errorf("the follower's own parse must draw its own engine_id, got the head's %q", own)
+			}
+		})
+	}
+}
+
+// TestHeadlessRankCheck encodes vLLM#20399 (vllm/entrypoints/cli/serve.py run_headless): PR
+// #19790 refused a DP rank by checking the derived parallel_config.data_parallel_rank, which is
+// never None, so every headless node failed; PR #20398 checks the raw --data-parallel-rank; vLLM
+// main has no check. Each row is a headless node of a two-node internal-LB deployment (or of an
+// external-LB wide-TP replica) and whether its launcher dies of the ValueError.
+func TestHeadlessRankCheck(t *testing.T) {
+	head := "vllm serve org/M -dp 4 -dpl 2 --data-parallel-address h0 --data-parallel-rpc-port 13345"
+	startRank := "vllm serve org/M --headless -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 --data-parallel-rpc-port 13345"
+	// The external-LB wide-TP deployment of spec §4 (e2): h1 and h3 are headless followers that
+	// pass their replica's --data-parallel-rank.
+	wideExternal := wideTP(func(k int) string { return fmt.Sprintf("--data-parallel-rank %d", k/2) })
+	const refused = "ValueError: data_parallel_rank is not applicable in headless mode"
+	rows := []struct {
+		name, profile, source string
+		nodes                 []Node
+		refused               bool
+	}{
+		{"derived: no rank flag, refused all the same", "main+headless_rank_check=derived", "PR #19790",
+			[]Node{node("h0", head), node("h1", startRank)}, true},
+		{"raw: no rank flag, starts", "main+headless_rank_check=raw", "PR #20398",
+			[]Node{node("h0", head), node("h1", startRank)}, false},
+		{"raw: --data-parallel-rank on a headless follower, refused", "main+headless_rank_check=raw", "PR #20398",
+			wideExternal, true},
+		{"none: --data-parallel-rank on a headless follower, starts", "main", "vLLM main run_headless",
+			wideExternal, false},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			t.Logf("source: vllm/entrypoints/cli/serve.py run_headless (%s)", r.source)
+			procs := predict(t, true, r.profile, r.nodes...)
+			lead := get(t, procs, "h1/0/headless-0")
+			if got := lead.Exit != nil && lead.Exit.Error == refused; got != r.refused {
+				t.Fatalf("launcher %s, refused=%v", exitText(lead), r.refused)
+			}
+			if r.refused && len(under(procs, "h1/0/headless-0")) != 1 {
+				t.Errorf("a refused launcher starts no child: %d processes", len(under(procs, "h1/0/headless-0")))
+			}
+			if !r.refused {
+				for _, p := range procs {
+					if p.Crashed() {
+						t.Errorf("%s: %s", p.ID, exitText(p))
+					}
+				}
 			}
 		})
 	}
@@ -178,7 +233,8 @@ func TestProfiles(t *testing.T) {
 	m, err := ProfileNamed("main")
 	if err != nil || m.MooncakeDPIndex != MooncakeDPIndexGlobal || m.NNodesWithinDP != NNodesWithinDPClamp ||
 		m.EngineIDDPSuffix != EngineIDSuffixGlobal || m.DenseExternalDP != DenseExternalDPReject ||
-		m.EngineIDSync != EngineIDSyncTPPP || m.ExternalLBRank != ExternalLBRankExplicit {
+		m.EngineIDSync != EngineIDSyncTPPP || m.ExternalLBRank != ExternalLBRankExplicit ||
+		m.HeadlessRankCheck != HeadlessRankCheckNone {
 		t.Errorf("main = %+v, %v", m, err)
 	}
 	pre, err := ProfileNamed("pre-48061")

@@ -52,7 +52,7 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	p.Identity.Rank, p.Identity.TPRank, p.Identity.PPRank = intPtr(rank), intPtr(tpRank), intPtr(ppRank)
 	world := workersWorld(pc, rank, localAddr)
 	p.Rendezvous = []RendezvousPlan{world}
-	p.Identity.Replica = replicaName(world, pc)
+	p.Identity.Replica = replicaName(cp.node.Host, world, pc)
 	p.Identity.EngineID = engineID
 	if err := cp.workerDevice(pc, localRank); err != nil {
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}

@@ -11,8 +11,13 @@ func (cp *cmdPlanner) headless() *ProcessPlan {
 	if err != nil {
 		return cp.crashed(id, "", report.RoleHeadless, nil, StageConfig, err)
 	}
+	// No EngineID: the launcher parses a KV config (and draws its uuid) but builds no connector;
+	// only its workers or engine cores do (report.Process.EngineID).
 	p := cp.newPlan(cp.identity(id, "", report.RoleHeadless, pc))
-	p.Identity.EngineID = cp.engineID
+	if err := headlessRankCheck(cp.args, cp.opts.Profile); err != nil {
+		p.Crash = &Crash{Stage: StageConfig, Error: err.Error()}
+		return p
+	}
 	if pc.DataParallelSizeLocal <= 0 {
 		p.Crash = &Crash{Stage: StageConfig, Error: valueError("data_parallel_size_local must be > 0 in headless mode").Error()}
 		return p
@@ -41,3 +46,26 @@ func (cp *cmdPlanner) headless() *ProcessPlan {
 	p.StopsOnChildFailure = true
 	return p
 }
+
+// headlessRankCheck is run_headless's refusal of a DP rank, right after create_engine_config
+// (vllm/entrypoints/cli/serve.py; vLLM#20399):
+//
+//	PR #19790 (derived): if parallel_config.data_parallel_rank is not None: raise ValueError(...)
+//	PR #20398 (raw):     if engine_args.data_parallel_rank is not None:     raise ValueError(...)
+//	main (none):         no check
+//
+// The derived value is an int on every path (create_engine_config passes `data_parallel_rank or
+// 0`), so the first form refuses every headless launch, rank flags or not.
+func headlessRankCheck(a *ServeArgs, prof Profile) error {
+	switch prof.HeadlessRankCheck {
+	case HeadlessRankCheckDerived:
+		return errHeadlessRank
+	case HeadlessRankCheckRaw:
+		if a.DataParallelRank != nil {
+			return errHeadlessRank
+		}
+	}
+	return nil
+}
+
+var errHeadlessRank = valueError("data_parallel_rank is not applicable in headless mode")

@@ -199,7 +199,9 @@ func TestLookupPathAndBinder(t *testing.T) {
 }
 
 // TestNoConnectorNoMooncakeIdentity: only processes that run the Mooncake store connector get a
-// DP engine index, a lookup path or a segment; any kv-transfer-config gives an engine_id.
+// DP engine index, a lookup path or a segment; any kv-transfer-config gives an engine_id to the
+// processes that build a connector (engine cores and workers), never to the API server
+// (report.Process.EngineID).
 func TestNoConnectorNoMooncakeIdentity(t *testing.T) {
 	for _, kv := range []string{"", `--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`} {
 		procs := predict(t, true, "main", node("h", "vllm serve org/M -dp 2 "+kv))
@@ -208,7 +210,8 @@ func TestNoConnectorNoMooncakeIdentity(t *testing.T) {
 				b, _ := json.Marshal(p)
 				t.Errorf("kv %q: %s has Mooncake identity: %s", kv, p.ID, b)
 			}
-			if (kv == "") != (p.EngineID == "") {
+			builds := p.Role == report.RoleEngineCore || p.Role == report.RoleWorker
+			if (kv != "" && builds) != (p.EngineID != "") {
 				t.Errorf("kv %q: %s engine_id %q", kv, p.ID, p.EngineID)
 			}
 		}

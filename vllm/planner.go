@@ -158,8 +158,8 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 	if err != nil {
 		return cp.crashed(id, parent, report.RoleAPIServer, nil, StageConfig, err)
 	}
+	// No EngineID: the front end builds no KV connector (report.Process.EngineID).
 	p := cp.newPlan(cp.identity(id, parent, report.RoleAPIServer, pc))
-	p.Identity.EngineID = cp.engineID
 	if apiCount > 1 && !(pc.LocalEnginesOnly() || pc.DataParallelRank == 0) {
 		// run_multi_api_server: assert parallel_config.local_engines_only or dp_rank == 0
 		p.Crash = &Crash{Stage: StageConfig, Error: bareAssertion.Error()}

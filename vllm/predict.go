@@ -211,7 +211,9 @@ type member struct {
 }
 
 type barrier struct {
-	address  string
+	address string
+	// key tells barriers apart: the address, qualified by the host for loopback ones (barrierKey).
+	key      string
 	members  []member
 	resolved bool
 }
@@ -221,16 +223,17 @@ func (s *sim) rendezvous() {
 	var order []*barrier
 	for _, p := range s.procs {
 		for i, r := range p.plan.Rendezvous {
-			b := byAddr[r.Address]
+			key := barrierKey(p.rec.Host, r.Address)
+			b := byAddr[key]
 			if b == nil {
-				b = &barrier{address: r.Address}
-				byAddr[r.Address] = b
+				b = &barrier{address: r.Address, key: key}
+				byAddr[key] = b
 				order = append(order, b)
 			}
 			b.members = append(b.members, member{p: p, idx: i, plan: r})
 		}
 	}
-	sort.Slice(order, func(i, j int) bool { return order[i].address < order[j].address })
+	sort.Slice(order, func(i, j int) bool { return order[i].key < order[j].key })
 	for {
 		progress := false
 		for _, b := range order {
@@ -382,10 +385,11 @@ func (s *sim) connectorInit() {
 	for _, p := range s.procs {
 		for _, r := range p.plan.Rendezvous {
 			if r.Kind == RendezvousWorkers {
-				if worldByAddr[r.Address] == nil {
-					worldByAddr[r.Address] = map[int]*simProc{}
+				key := barrierKey(p.rec.Host, r.Address)
+				if worldByAddr[key] == nil {
+					worldByAddr[key] = map[int]*simProc{}
 				}
-				worldByAddr[r.Address][r.Rank] = p
+				worldByAddr[key][r.Rank] = p
 			}
 		}
 	}
@@ -397,7 +401,7 @@ func (s *sim) connectorInit() {
 			if r.Kind != RendezvousWorkers {
 				continue
 			}
-			if src := worldByAddr[r.Address][*p.plan.EngineIDFromRank]; src != nil {
+			if src := worldByAddr[barrierKey(p.rec.Host, r.Address)][*p.plan.EngineIDFromRank]; src != nil {
 				p.rec.EngineID = src.plan.Identity.EngineID
 			}
 		}

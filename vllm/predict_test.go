@@ -83,6 +83,19 @@ func TestBarriers(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a loopback address is a barrier of each host", func(t *testing.T) {
+		// simnode resolves 127.0.0.1 to the host it runs on (simnode/hosts.go), as every
+		// process resolves its own loopback.
+		got := runPlans(
+			proc("a", "h1", report.RoleWorker, rdv("127.0.0.1:29551", 2, 0)), proc("b", "h1", report.RoleWorker, rdv("127.0.0.1:29551", 2, 1)),
+			proc("c", "h2", report.RoleWorker, rdv("127.0.0.1:29551", 2, 0)), proc("d", "h2", report.RoleWorker, rdv("127.0.0.1:29551", 2, 1)),
+		)
+		for _, id := range []string{"a", "b", "c", "d"} {
+			if p := got[id]; p.Exit != nil || len(p.Rendezvous) != 1 || p.Rendezvous[0].Error != "" || p.Rendezvous[0].Address != "127.0.0.1:29551" {
+				t.Errorf("%s: %s %+v", id, exitText(p), p.Rendezvous)
+			}
+		}
+	})
 	t.Run("barriers are joined in order", func(t *testing.T) {
 		got := runPlans(
 			proc("a", "h", report.RoleWorker, rdv("x:1", 2, 0), rdv("x:2", 2, 0)),

@@ -24,6 +24,8 @@ type Profile struct {
 	// ExternalLBRank is whether --nnodes inference overrides an explicit --data-parallel-rank under
 	// external LB (PR #53743, second half).
 	ExternalLBRank string `json:"external_lb_rank"`
+	// HeadlessRankCheck is which DP rank run_headless refuses (PRs #19790, #20398; vLLM#20399).
+	HeadlessRankCheck string `json:"headless_rank_check"`
 }
 
 // Change values. The first value of each Change is the older behaviour.
@@ -46,6 +48,10 @@ const (
 
 	ExternalLBRankInfer    = "infer"    // the rank inferred from --node-rank overrides an explicit one
 	ExternalLBRankExplicit = "explicit" // an explicit rank is kept; ambiguous inference is an error
+
+	HeadlessRankCheckDerived = "derived" // parallel_config.data_parallel_rank is not None: always true
+	HeadlessRankCheckRaw     = "raw"     // --data-parallel-rank was given
+	HeadlessRankCheckNone    = "none"    // no check (headless followers of external-LB wide TP pass a rank)
 )
 
 // Change is one general rule of vLLM that changed over time, and the values a profile can pin.
@@ -105,6 +111,16 @@ var changes = []Change{
 			"overrides an explicit --data-parallel-rank; explicit = an explicit rank is kept, and without " +
 			"one more DP ranks than nodes is a ValueError",
 		get: func(p *Profile) *string { return &p.ExternalLBRank },
+	},
+	{
+		Name:   "headless_rank_check",
+		Values: []string{HeadlessRankCheckDerived, HeadlessRankCheckRaw, HeadlessRankCheckNone},
+		Doc: "run_headless's refusal of a DP rank (vLLM#20399): derived = PR #19790 checked the derived " +
+			"parallel_config.data_parallel_rank, which is never None, so every `vllm serve --headless` " +
+			"failed with ValueError: data_parallel_rank is not applicable in headless mode; raw = PR #20398 " +
+			"checks the user's --data-parallel-rank; none = vLLM main, where run_headless has no such check " +
+			"(the headless followers of an external-LB wide-TP replica pass --data-parallel-rank)",
+		get: func(p *Profile) *string { return &p.HeadlessRankCheck },
 	},
 }
 

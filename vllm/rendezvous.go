@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+
+	"github.com/widetp/widetp/report"
 )
 
 // Rendezvous kinds (report.Rendezvous.Kind).
@@ -39,6 +41,11 @@ const (
 )
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
+
+// barrierKey names the barrier a process on host meets at address: report.BarrierKey, since
+// every host has its own loopback (vLLM's defaults put single-node rendezvous on 127.0.0.1, and
+// simnode resolves a loopback address to the host it runs on).
+func barrierKey(host, address string) string { return report.BarrierKey(host, address) }
 
 // engineHandshake is where a front end and the engine cores it launches meet
 // (vllm/v1/engine/utils.py launch_core_engines and CoreEngineProcManager).
@@ -151,12 +158,13 @@ func workersWorld(pc *ParallelConfig, rank int, localAddr string) RendezvousPlan
 	return RendezvousPlan{Kind: RendezvousWorkers, Address: localAddr, WorldSize: pc.WorldSize, Rank: rank}
 }
 
-// replicaName names the replica a worker world slot belongs to: the world's address and the DP
-// slot (the world spans all DP replicas of a MoE deployment, one slot per replica).
-func replicaName(world RendezvousPlan, pc *ParallelConfig) string {
+// replicaName names the replica a worker world slot belongs to: the world's address (its
+// BarrierKey, so that loopback worlds of different hosts stay apart) and the DP slot (the world
+// spans all DP replicas of a MoE deployment, one slot per replica).
+func replicaName(host string, world RendezvousPlan, pc *ParallelConfig) string {
 	slot := 0
 	if world.WorldSize > pc.WorldSize && pc.WorldSize > 0 {
 		slot = world.Rank / pc.WorldSize
 	}
-	return fmt.Sprintf("%s/dp%d", world.Address, slot)
+	return fmt.Sprintf("%s/dp%d", barrierKey(host, world.Address), slot)
 }

@@ -6,8 +6,8 @@ import "github.com/widetp/widetp/report"
 // API server per local DP rank, each with its own engine core.
 func (cp *cmdPlanner) supervisor() *ProcessPlan {
 	id := cp.id(report.RoleDPSupervisor, 0)
+	// No EngineID: the supervisor builds no KV connector (report.Process.EngineID).
 	p := cp.newPlan(cp.identity(id, "", report.RoleDPSupervisor, nil))
-	p.Identity.EngineID = cp.engineID
 	for i := 0; i < *cp.args.DataParallelSizeLocal && cp.err == nil; i++ {
 		child := supervisorChildArgs(cp.args, i)
 		p.Children = append(p.Children, cp.apiServer(child, *child.DataParallelRank, id, 1))
