@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +41,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 func requireEngine() {
 	if engineErr != nil {
-		Skip("no reachable Docker engine: " + engineErr.Error())
+		// The first line says where the engine was looked for and why it did not answer.
+		Skip(strings.SplitN(engineErr.Error(), "\n", 2)[0])
 	}
 }
 
