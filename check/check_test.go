@@ -189,7 +189,26 @@ func TestRun(t *testing.T) {
 				}
 			}), where(healthy, func(p report.Process) bool { return strings.HasPrefix(p.ID, "r1-") })...),
 			want: []want{{report.DPIndexDuplicate, []string{"r0-head/0/engine-core-0", "r1-head/0/engine-core-0"},
-				[]string{"2 replicas have global DP index 0: r0-head:29500 (r0-head/0/engine-core-0), r1-head:29500 (r1-head/0/engine-core-0)"}}}},
+				[]string{"2 replicas of one deployment have global DP index 0: r0-head:29500 (r0-head/0/engine-core-0), r1-head:29500 (r1-head/0/engine-core-0)"}}}},
+		{name: "the instances of a P/D pair each number their replicas from 0", source: "vLLM P/D disaggregation: prefill and decode are separate `vllm serve` deployments with their own DP groups",
+			procs: append(meetAt(healthy, "r0-head:29551"), meetAt(renamed(healthy, "d-"), "d-r0-head:29551")...)},
+		{name: "replicas that met at one barrier are one deployment", source: "vllm/config/parallel.py stateless_init_dp_group: the DP group spans every replica",
+			procs: append(meetAt(healthy, "r0-head:29551"), meetAt(renamed(healthy, "d-"), "r0-head:29551")...),
+			want: []want{
+				{report.DPIndexDuplicate, []string{"d-r0-head/0/engine-core-0", "r0-head/0/engine-core-0"}, []string{"2 replicas of one deployment have global DP index 0"}},
+				{report.DPIndexDuplicate, []string{"d-r1-head/0/engine-core-0", "r1-head/0/engine-core-0"}, []string{"2 replicas of one deployment have global DP index 1"}},
+			}},
+		{name: "a loopback barrier is one per host", source: "vLLM's default VLLM_DP_MASTER_IP / master_addr 127.0.0.1: each host meets on its own loopback",
+			procs: []report.Process{
+				{ID: "a/0/engine-core-0", Host: "a", Role: report.RoleEngineCore, Replica: "127.0.0.1:29552@a/dp0", Rendezvous: []report.Rendezvous{{Kind: "dp", Address: "127.0.0.1:29551"}}},
+				{ID: "b/0/engine-core-0", Host: "b", Role: report.RoleEngineCore, Replica: "127.0.0.1:29552@b/dp0", Rendezvous: []report.Rendezvous{{Kind: "dp", Address: "127.0.0.1:29551"}}},
+			}},
+		{name: "two engines claim one DP slot: two replicas, one index", source: "vLLM#53743: --node-rank inference overwrote --data-parallel-rank 1 with 0 on a shared node (vllm/engine/arg_utils.py create_engine_config)",
+			procs: edit(colo, func(p *report.Process) {
+				p.Replica, p.DataParallelRank, p.DataParallelIndex, p.MooncakeDPIndex = "node0:29500", 0, 0, report.Int(0)
+			}, where(colo, func(p report.Process) bool { return p.Command == 1 })...),
+			want: []want{{report.DPIndexDuplicate, []string{"node0/0/engine-core-0", "node0/1/engine-core-0"},
+				[]string{"node0:29500 [node0/0/engine-core-0] (node0/0/engine-core-0), node0:29500 [node0/1/engine-core-0] (node0/1/engine-core-0)"}}}},
 
 		// rendezvous-failed
 		{name: "workers rendezvous timed out with followers missing", source: "vllm/distributed/parallel_state.py init_distributed_environment: TCPStore at --master-addr:--master-port",
@@ -198,6 +217,15 @@ func TestRun(t *testing.T) {
 			}, "r0-head/0/engine-core-0/worker-0"),
 			want: []want{{report.RendezvousFailed, []string{"r0-follower1/0/headless-0/worker-1", "r0-head/0/engine-core-0/worker-0"},
 				[]string{"workers rendezvous at r0-head:29500 (replica r0-head:29500) did not complete", "r0-head/0/engine-core-0/worker-0: timeout after 30s", "never arrived: r0-follower1/0/headless-0/worker-1"}}}},
+		{name: "failed loopback rendezvous of two hosts are two barriers", source: "vLLM's default master_addr 127.0.0.1: each host meets on its own loopback",
+			procs: []report.Process{
+				{ID: "a/0/engine-core-0/worker-0", Host: "a", Role: report.RoleWorker, Rendezvous: []report.Rendezvous{{Kind: "workers", Address: "127.0.0.1:29500", Error: "timeout"}}},
+				{ID: "b/0/engine-core-0/worker-0", Host: "b", Role: report.RoleWorker, Rendezvous: []report.Rendezvous{{Kind: "workers", Address: "127.0.0.1:29500", Error: "timeout"}}},
+			},
+			want: []want{
+				{report.RendezvousFailed, []string{"a/0/engine-core-0/worker-0"}, []string{"workers rendezvous at 127.0.0.1:29500@a"}},
+				{report.RendezvousFailed, []string{"b/0/engine-core-0/worker-0"}, []string{"workers rendezvous at 127.0.0.1:29500@b"}},
+			}},
 		{name: "completed rendezvous are no violation", source: "Rendezvous.Error empty",
 			procs: edit(healthy, func(p *report.Process) {
 				p.Rendezvous = []report.Rendezvous{{Kind: "workers", Address: "r0-head:29500"}}
@@ -288,4 +316,52 @@ func TestKindsCoverTheContractButTheHarnessOnes(t *testing.T) {
 	if got := check.Kinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("check.Kinds() = %v, want every kind of report.Kinds but store-registration-lost, in order: %v", got, want)
 	}
+}
+
+// meetAt returns a copy of procs in which every replica member recorded a completed DP barrier at
+// addr (the DP group of a MoE deployment).
+func meetAt(procs []report.Process, addr string) []report.Process {
+	out := append([]report.Process(nil), procs...)
+	for i := range out {
+		if out[i].Replica != "" {
+			out[i].Rendezvous = []report.Rendezvous{{Kind: "dp", Address: addr}}
+		}
+	}
+	return out
+}
+
+// renamed returns a copy of procs as another deployment on other hosts: every host, ID, replica,
+// lookup path, segment and engine_id prefixed.
+func renamed(procs []report.Process, prefix string) []report.Process {
+	out := make([]report.Process, len(procs))
+	for i, p := range procs {
+		p.ID, p.Host = prefix+p.ID, prefix+p.Host
+		if p.Parent != "" {
+			p.Parent = prefix + p.Parent
+		}
+		if p.Replica != "" {
+			p.Replica = prefix + p.Replica
+		}
+		if p.LookupPath != "" {
+			p.LookupPath = strings.Replace(p.LookupPath, "_host_", "_host_"+prefix, 1)
+		}
+		if p.Segment != "" {
+			p.Segment = prefix + p.Segment
+		}
+		if p.EngineID != "" {
+			p.EngineID = prefix + p.EngineID
+		}
+		if p.Lookup != nil {
+			l := *p.Lookup
+			l.ServedBy, l.Nonce = prefix+l.ServedBy, prefix+l.Nonce
+			p.Lookup = &l
+		}
+		var served []string
+		for _, n := range p.Served {
+			served = append(served, prefix+n)
+		}
+		p.Served = served
+		out[i] = p
+	}
+	return out
 }

@@ -75,25 +75,54 @@ func disagreeing(r *replica) []report.Violation {
 	}}
 }
 
-// dpIndexDuplicate reports global DP indices claimed by more than one replica (vLLM#53743: the
-// rank inferred from --node-rank overwrote an explicit --data-parallel-rank, so two engines took
-// one rank silently). A replica whose index the records cannot decide is left out: it has no
-// index to duplicate.
+// dpIndexDuplicate reports global DP indices claimed by more than one replica of one deployment
+// (vLLM#53743: the rank inferred from --node-rank overwrote an explicit --data-parallel-rank, so
+// two engines took one rank silently). Replicas belong to one deployment when they met at a
+// common barrier (deployments); the instances of a P/D pair each number their replicas from 0.
+// A replica whose index the records cannot decide is left out: it has no index to duplicate.
 func dpIndexDuplicate(procs []report.Process) []report.Violation {
-	byIndex := map[int][]*replica{}
+	var decided []*replica
 	for _, r := range replicas(procs) {
 		if r.ok {
+			decided = append(decided, r)
+		}
+	}
+	groups, unplaced := deployments(decided)
+	if len(groups) == 0 && len(unplaced) > 0 {
+		groups = [][]*replica{nil}
+	}
+	type claim struct {
+		index    int
+		replicas []*replica
+	}
+	var claims []claim
+	reported := map[string]bool{}
+	for _, g := range groups {
+		byIndex := map[int][]*replica{}
+		for _, r := range append(append([]*replica{}, g...), unplaced...) {
 			byIndex[r.index] = append(byIndex[r.index], r)
+		}
+		for idx, rs := range byIndex {
+			if len(rs) < 2 {
+				continue
+			}
+			sort.Slice(rs, func(i, j int) bool { return rs[i].name < rs[j].name })
+			names := make([]string, len(rs))
+			for i, r := range rs {
+				names[i] = r.name
+			}
+			// Unplaced replicas join every group: report each set of claimants once.
+			if k := strings.Join(names, "\x00"); !reported[k] {
+				reported[k] = true
+				claims = append(claims, claim{idx, rs})
+			}
 		}
 	}
 	var out []report.Violation
-	for idx, rs := range byIndex {
-		if len(rs) < 2 {
-			continue
-		}
-		parts := make([]string, len(rs))
+	for _, c := range claims {
+		parts := make([]string, len(c.replicas))
 		var involved []string
-		for i, r := range rs {
+		for i, r := range c.replicas {
 			if r.ref != nil {
 				parts[i] = fmt.Sprintf("%s (%s)", r.name, r.ref.ID)
 				involved = append(involved, r.ref.ID)
@@ -104,8 +133,8 @@ func dpIndexDuplicate(procs []report.Process) []report.Violation {
 		}
 		out = append(out, report.Violation{
 			Kind: report.DPIndexDuplicate,
-			Message: fmt.Sprintf("%s: %d replicas have global DP index %s: %s",
-				report.DPIndexDuplicate, len(rs), strconv.Itoa(idx), strings.Join(parts, ", ")),
+			Message: fmt.Sprintf("%s: %d replicas of one deployment have global DP index %s: %s",
+				report.DPIndexDuplicate, len(c.replicas), strconv.Itoa(c.index), strings.Join(parts, ", ")),
 			Processes: uniqueSorted(involved),
 		})
 	}

@@ -52,7 +52,8 @@ func engineIDCollision(procs []report.Process) []report.Violation {
 // rank 0 until vLLM broadcast it from TP rank 0). Only the processes that run the KV connector
 // are compared — the engine (its scheduler side) and the workers: a headless launcher or an API
 // server parses a config with an engine_id too, but never builds a connector, so its value is
-// never used for a transfer.
+// never used for a transfer (the model leaves it out of their records, report.Process.EngineID;
+// the filter keeps a record that carries one anyway from deciding).
 func engineIDMismatch(procs []report.Process) []report.Violation {
 	var out []report.Violation
 	for _, r := range replicas(procs) {

@@ -9,7 +9,8 @@ import (
 
 // rendezvousFailed reports every barrier that some member recorded as failed, one violation per
 // barrier (kind and address), naming who reported the failure and who never arrived. A barrier is
-// identified by where it met, not by replica: the DP group of a MoE deployment spans replicas.
+// identified by where it met (its report.BarrierKey: a loopback address is one barrier per host),
+// not by replica: the DP group of a MoE deployment spans replicas.
 func rendezvousFailed(procs []report.Process) []report.Violation {
 	type key struct{ kind, addr string }
 	type failure struct {
@@ -26,7 +27,7 @@ func rendezvousFailed(procs []report.Process) []report.Violation {
 			if rz.Error == "" {
 				continue
 			}
-			k := key{rz.Kind, rz.Address}
+			k := key{rz.Kind, report.BarrierKey(p.Host, rz.Address)}
 			f := failed[k]
 			if f == nil {
 				f = &failure{}

@@ -7,8 +7,12 @@ import (
 )
 
 // A replica is the set of processes that joined one rendezvous (design.md): the records with the
-// same report.Process.Replica. Records without a replica (an API server, which owns engine cores
-// of several replicas under internal LB) belong to none.
+// same report.Process.Replica — the world address and DP slot of the replica's workers — that
+// belong to one engine. Two engines never share a slot in a working deployment, but when two
+// claim one (vLLM#53743: an overwritten --data-parallel-rank) each engine and its descendants are
+// a replica of their own, so that the two are reported as replicas with one global DP index
+// rather than as one replica holding two engine_ids. Records without a replica (an API server,
+// which owns engine cores of several replicas under internal LB) belong to none.
 type replica struct {
 	name    string
 	members []*report.Process // in ID order
@@ -18,30 +22,144 @@ type replica struct {
 	from  string
 	ref   *report.Process
 	ok    bool
+	// barriers are the BarrierKeys of every rendezvous a member recorded: replicas that share
+	// one belong to one deployment (see deployments).
+	barriers []string
 }
 
-// replicas groups procs (in ID order) by Replica, in replica-name order.
+// replicas groups procs (in ID order) by Replica and owning engine, in replica-name order.
 func replicas(procs []report.Process) []*replica {
-	byName := map[string]*replica{}
+	byID := make(map[string]*report.Process, len(procs))
+	for i := range procs {
+		byID[procs[i].ID] = &procs[i]
+	}
+	type key struct{ name, engine string }
+	groups := map[key]*replica{}
+	engines := map[string][]string{} // replica name -> owning engines, in first-seen order
 	for i := range procs {
 		p := &procs[i]
 		if p.Replica == "" {
 			continue
 		}
-		r := byName[p.Replica]
+		k := key{p.Replica, owningEngine(p, byID)}
+		r := groups[k]
 		if r == nil {
 			r = &replica{name: p.Replica}
-			byName[p.Replica] = r
+			groups[k] = r
+			if k.engine != "" {
+				engines[p.Replica] = append(engines[p.Replica], k.engine)
+			}
 		}
 		r.members = append(r.members, p)
+	}
+	byName := map[string]*replica{}
+	for k, r := range groups {
+		switch claims := engines[k.name]; {
+		case len(claims) <= 1:
+			// One engine (or none reported): its records and its headless followers' are one
+			// replica under the slot's name.
+			if prev := byName[k.name]; prev != nil {
+				prev.members = mergeByID(prev.members, r.members)
+				continue
+			}
+		case k.engine != "":
+			r.name = fmt.Sprintf("%s [%s]", k.name, k.engine)
+		default:
+			// Headless workers of a slot two engines claim: which engine they serve is unknowable.
+			r.name = fmt.Sprintf("%s [no engine]", k.name)
+		}
+		byName[r.name] = r
 	}
 	out := make([]*replica, 0, len(byName))
 	for _, name := range sortedKeys(byName) {
 		r := byName[name]
 		r.index, r.ref, r.from, r.ok = replicaIndex(r)
+		seen := map[string]bool{}
+		for _, p := range r.members {
+			for _, rz := range p.Rendezvous {
+				if k := report.BarrierKey(p.Host, rz.Address); !seen[k] {
+					seen[k] = true
+					r.barriers = append(r.barriers, k)
+				}
+			}
+		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// owningEngine is the ID of the engine (engine core or Ray actor) p is or descends from, following
+// Parent links through the records; "" when there is none (a headless follower's workers). A
+// Parent cycle in malformed records ends the walk.
+func owningEngine(p *report.Process, byID map[string]*report.Process) string {
+	for steps := 0; p != nil && steps <= len(byID); steps++ {
+		if isEngine(p) {
+			return p.ID
+		}
+		p = byID[p.Parent]
+	}
+	return ""
+}
+
+// mergeByID merges two member lists that are each in ID order.
+func mergeByID(a, b []*report.Process) []*report.Process {
+	out := make([]*report.Process, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0].ID <= b[0].ID {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// deployments groups replicas into the deployments they form: replicas whose members met at a
+// common barrier (a DP group, an engine handshake, a torch world spanning DP ranks) belong to one.
+// A prefill and a decode instance of a P/D pair share no barrier, so each is its own deployment,
+// with its own DP indices 0..D-1. A replica whose records name no barrier at all cannot be
+// placed; it is compared with every deployment (the result's second value lists it), so that
+// missing rendezvous records never hide a duplicate.
+func deployments(rs []*replica) (groups [][]*replica, unplaced []*replica) {
+	parent := make([]int, len(rs))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		for parent[i] != i {
+			parent[i] = parent[parent[i]]
+			i = parent[i]
+		}
+		return i
+	}
+	first := map[string]int{}
+	for i, r := range rs {
+		for _, b := range r.barriers {
+			if j, ok := first[b]; ok {
+				parent[find(i)] = find(j)
+			} else {
+				first[b] = i
+			}
+		}
+	}
+	byRoot := map[int][]*replica{}
+	var roots []int
+	for i, r := range rs {
+		if len(r.barriers) == 0 {
+			unplaced = append(unplaced, r)
+			continue
+		}
+		root := find(i)
+		if _, ok := byRoot[root]; !ok {
+			roots = append(roots, root)
+		}
+		byRoot[root] = append(byRoot[root], r)
+	}
+	for _, root := range roots {
+		groups = append(groups, byRoot[root])
+	}
+	return groups, unplaced
 }
 
 // isEngine reports whether p is the engine of its replica: an EngineCore process or, on the Ray
