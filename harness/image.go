@@ -394,11 +394,19 @@ func (b *imageBuilder) build(ctx context.Context, p Program) (Image, error) {
 		return Image{}, &ImageBuildError{Image: p.Name, Step: "context", Err: err}
 	}
 	img := Image{Program: p, Ref: imageRef(p.Name, hash), Hash: hash}
-	if _, err := b.api.ImageInspect(ctx, img.Ref); err == nil {
-		img.Cached = true
-		return img, nil
-	} else if !cerrdefs.IsNotFound(err) {
-		return Image{}, fmt.Errorf("look up image %s: %w", img.Ref, err)
+	if found, err := b.exists(ctx, img.Ref); err != nil || found {
+		img.Cached = found
+		return img, err
+	}
+	unlock, err := lockBuild(ctx, img.Ref)
+	if err != nil {
+		return Image{}, err
+	}
+	defer unlock()
+	// Another process may have built it while this one waited for the lock.
+	if found, err := b.exists(ctx, img.Ref); err != nil || found {
+		img.Cached = found
+		return img, err
 	}
 	if err := b.engineBuild(ctx, img, dir); err != nil {
 		return Image{}, err
@@ -407,6 +415,18 @@ func (b *imageBuilder) build(ctx context.Context, p Program) (Image, error) {
 		b.onBuild(img)
 	}
 	return img, nil
+}
+
+func (b *imageBuilder) exists(ctx context.Context, ref string) (bool, error) {
+	_, err := b.api.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("look up image %s: %w", ref, err)
+	}
 }
 
 // engineBuild sends the context to the engine's classic builder. FROM scratch needs no pull, and
