@@ -753,6 +753,8 @@ func (d *Docker) Close(ctx context.Context) error {
 			d.work = ""
 		}
 	}
+	// Only idle connections close: the provider stays usable for a retry of Close.
+	_ = d.provider.Close()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close run %s: %w", d.cfg.runID, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
@@ -59,7 +60,7 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 			continue
 		}
 		// Force: a leftover may still run (its owner was SIGKILLed, not its containers).
-		if _, err := api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !removedElsewhere(err) {
 			errs = append(errs, fmt.Errorf("remove leftover container %s (run %s): %w", c.ID[:12], c.Labels[LabelRun], err))
 			continue
 		}
@@ -73,7 +74,7 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 		if !remove(n.Labels) {
 			continue
 		}
-		if _, err := api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		if _, err := api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !removedElsewhere(err) {
 			errs = append(errs, fmt.Errorf("remove leftover network %s (run %s): %w", n.Name, n.Labels[LabelRun], err))
 			continue
 		}
@@ -93,4 +94,11 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 		}
 	}
 	return s, errors.Join(errs...)
+}
+
+// removedElsewhere tells a leftover that another process is removing at the same moment (two runs
+// of `ginkgo -p` starting together both sweep): already gone, removal in progress (a conflict), or
+// a network whose containers that other sweep has not finished removing. That sweep completes it.
+func removedElsewhere(err error) bool {
+	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "active endpoints")
 }
