@@ -1,8 +1,11 @@
 package scenarios_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,12 +28,103 @@ func TestLoadAllShipped(t *testing.T) {
 		}
 		for _, n := range s.Nodes {
 			for j, a := range n.Args {
-				if a == nil || !a.HasMooncakeStore() {
-					t.Errorf("%s: %s command %d does not run the Mooncake store connector", s.File, n.Host, j)
+				if a == nil {
+					t.Errorf("%s: %s command %d has no parsed arguments", s.File, n.Host, j)
 				}
 			}
 		}
 	}
+}
+
+// libraryNameRE is the bug library's naming scheme, <repo><number>-<variant>-<buggy|fixed|control>:
+// a buggy scenario shows the bug under the profile that has it, its fixed twin is the same
+// deployment under the profile with the fix, and a control is the buggy profile on a launch path
+// the bug does not reach.
+var libraryNameRE = regexp.MustCompile(`^([a-z]+)([0-9]+)-([a-z0-9-]+)-(buggy|fixed|control)$`)
+
+// Every shipped scenario belongs to the bug library: it names its bug, follows the naming scheme,
+// and every buggy variant has a fixed twin that is the same deployment (the same hosts and
+// command lines) and is healthy, while the buggy one expects violations.
+func TestShippedScenariosAreABugLibrary(t *testing.T) {
+	all, err := scenarios.LoadAll(".")
+	if err != nil {
+		t.Fatalf("LoadAll: %v", err)
+	}
+	type pair struct{ buggy, fixed *scenarios.Scenario }
+	pairs := map[string]*pair{}
+	fixedBugs := map[string]bool{}
+	for _, s := range all {
+		if base := strings.TrimSuffix(filepath.Base(s.File), ".yaml"); base != s.Name {
+			t.Errorf("%s: name %q, want the file name %q", s.File, s.Name, base)
+		}
+		m := libraryNameRE.FindStringSubmatch(s.Name)
+		if m == nil {
+			t.Errorf("%s: %q does not follow <repo><number>-<variant>-<buggy|fixed|control>", s.File, s.Name)
+			continue
+		}
+		if ref := m[1] + "#" + m[2]; !slices.Contains(s.Bugs, ref) {
+			t.Errorf("%s: named after %s, but bugs: %q does not list it", s.File, ref, s.Bugs)
+		}
+		for _, ref := range s.Bugs {
+			if scenarios.BugURL(ref) == "" {
+				t.Errorf("%s: bug %q has no URL", s.File, ref)
+			}
+		}
+		variant := m[1] + m[2] + "-" + m[3]
+		if pairs[variant] == nil {
+			pairs[variant] = &pair{}
+		}
+		switch m[4] {
+		case "buggy":
+			if len(s.Expect) == 0 {
+				t.Errorf("%s: a buggy scenario must expect the violations that show the bug", s.File)
+			}
+			pairs[variant].buggy = s
+		case "fixed":
+			if len(s.Expect) != 0 {
+				t.Errorf("%s: a fixed scenario must be healthy, expects %v", s.File, s.Expect)
+			}
+			pairs[variant].fixed = s
+			for _, ref := range s.Bugs {
+				fixedBugs[ref] = true
+			}
+		case "control":
+			if len(s.Expect) != 0 {
+				t.Errorf("%s: a control must be healthy, expects %v", s.File, s.Expect)
+			}
+		}
+	}
+	for variant, p := range pairs {
+		switch {
+		case p.buggy == nil && p.fixed != nil:
+			t.Errorf("%s: a fixed scenario without its buggy twin", variant)
+		case p.buggy != nil && p.fixed == nil:
+			t.Errorf("%s: a buggy scenario without its fixed twin", variant)
+		case p.buggy != nil:
+			if deployment(p.buggy) != deployment(p.fixed) {
+				t.Errorf("%s: the buggy and fixed twins must be one deployment (hosts, GPUs, env, command lines)", variant)
+			}
+			if p.buggy.Resolved == p.fixed.Resolved {
+				t.Errorf("%s: the twins must differ in profile", variant)
+			}
+		}
+	}
+	for _, bug := range []string{"vllm#48061", "vllm#53743", "vllm#46628", "vllm#20399", "vllm#39907"} {
+		if !fixedBugs[bug] {
+			t.Errorf("the library has no fixed scenario (so no buggy/fixed pair) for %s", bug)
+		}
+	}
+}
+
+// deployment renders what must be equal between twins: everything but name, description,
+// profile and expect.
+func deployment(s *scenarios.Scenario) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v %v %d %v %v\n", s.Bugs, s.Model, s.GPUsPerNode, s.Env, s.Store)
+	for _, n := range s.Nodes {
+		fmt.Fprintf(&b, "%s %d %v %q\n", n.Host, n.GPUs, n.Env, n.Commands)
+	}
+	return b.String()
 }
 
 func TestLoadAllErrors(t *testing.T) {

@@ -77,7 +77,7 @@ func TestExplainEveryScenario(t *testing.T) {
 // The PR #48061 deployment before the fix: the followers' workers assert, replica 1's head
 // processes use index 0 against the replica's global index 1 (vllm-identity.md §4 (e2), §5).
 func TestExplainPre48061Details(t *testing.T) {
-	rep, code, stderr := explainJSON(t, filepath.Join(scenarioDir, "pr48061-external-lb-wide-tp-pre-48061.yaml"))
+	rep, code, stderr := explainJSON(t, filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-buggy.yaml"))
 	if code != exitMatch {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
@@ -118,15 +118,15 @@ func TestExplainPre48061Details(t *testing.T) {
 	}
 	// None reaches the JSON as null, not 0.
 	var out bytes.Buffer
-	run([]string{"explain", "--json", filepath.Join(scenarioDir, "pr48061-external-lb-wide-tp-pre-48061.yaml")}, &out, &bytes.Buffer{})
+	run([]string{"explain", "--json", filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-buggy.yaml")}, &out, &bytes.Buffer{})
 	if !strings.Contains(out.String(), `"data_parallel_rank_local":null`) {
 		t.Error(`JSON lacks "data_parallel_rank_local": null for the followers`)
 	}
 }
 
 func TestExplainProfileOverride(t *testing.T) {
-	pre := filepath.Join(scenarioDir, "pr48061-external-lb-wide-tp-pre-48061.yaml")
-	fixed := filepath.Join(scenarioDir, "pr48061-external-lb-wide-tp-main.yaml")
+	pre := filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-buggy.yaml")
+	fixed := filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml")
 	rows := []struct {
 		file, profile string
 		code          int
@@ -161,7 +161,7 @@ func TestExplainBadInput(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("name: t\ndescription: x\nprofile: main\nmodel: {name: org/X}\nnodes:\n  - host: R0\n    command: vllm serve org/X\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	good := filepath.Join(scenarioDir, "pr48061-external-lb-wide-tp-main.yaml")
+	good := filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml")
 	rows := []struct {
 		name string
 		args []string
@@ -227,7 +227,7 @@ func TestHelp(t *testing.T) {
 
 // Flags and the file in any order, and "--" ending the flags.
 func TestExplainArgumentOrder(t *testing.T) {
-	f := filepath.Join(scenarioDir, "hybrid-lb-pre-48061.yaml")
+	f := filepath.Join(scenarioDir, "vllm48061-hybrid-lb-two-hosts-buggy.yaml")
 	var first string
 	for _, args := range [][]string{{"explain", "--json", f}, {"explain", f, "--json"}, {"explain", "--json", "--", f}} {
 		var out bytes.Buffer
@@ -251,7 +251,7 @@ func TestExplainArgumentOrder(t *testing.T) {
 // The human table shows Python's None as None and the crash of each process.
 func TestExplainHumanTable(t *testing.T) {
 	var out bytes.Buffer
-	if code := run([]string{"explain", filepath.Join(scenarioDir, "pr48061-external-lb-wide-tp-pre-48061.yaml")}, &out, &bytes.Buffer{}); code != exitMatch {
+	if code := run([]string{"explain", filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-buggy.yaml")}, &out, &bytes.Buffer{}); code != exitMatch {
 		t.Fatalf("exit %d", code)
 	}
 	text := out.String()
@@ -284,4 +284,82 @@ func messages(rep report.Report) string {
 		fmt.Fprintln(&b, v.Message)
 	}
 	return b.String()
+}
+
+// Each buggy scenario of the bug library and its fixed twin are one deployment under two profiles
+// (scenarios' tests check the files agree): explained under its twin's profile, each predicts the
+// other's violations. So the bug is exactly the profile change, not something else in the file.
+func TestExplainBugTwinsDifferOnlyByProfile(t *testing.T) {
+	buggy, err := filepath.Glob(filepath.Join(scenarioDir, "*-buggy.yaml"))
+	if err != nil || len(buggy) == 0 {
+		t.Fatalf("no buggy scenarios in %s: %v", scenarioDir, err)
+	}
+	for _, b := range buggy {
+		f := strings.TrimSuffix(b, "-buggy.yaml") + "-fixed.yaml"
+		t.Run(filepath.Base(b), func(t *testing.T) {
+			bugRep, code, stderr := explainJSON(t, b)
+			if code != exitMatch {
+				t.Fatalf("%s: exit %d: %s", b, code, stderr)
+			}
+			fixRep, code, stderr := explainJSON(t, f)
+			if code != exitMatch {
+				t.Fatalf("%s: exit %d: %s", f, code, stderr)
+			}
+			asBuggy, code, stderr := explainJSON(t, f, "--profile", bugRep.Profile)
+			if code != exitDiffer || !slices.Equal(report.KindSet(asBuggy.Violations), bugRep.Expected) {
+				t.Errorf("fixed twin under %s: exit %d (%s), predicted %v, want the buggy twin's %v",
+					bugRep.Profile, code, stderr, report.KindSet(asBuggy.Violations), bugRep.Expected)
+			}
+			asFixed, code, stderr := explainJSON(t, b, "--profile", fixRep.Profile)
+			if code != exitDiffer || len(asFixed.Violations) != 0 {
+				t.Errorf("buggy twin under %s: exit %d (%s), predicted %v, want healthy",
+					fixRep.Profile, code, stderr, report.KindSet(asFixed.Violations))
+			}
+		})
+	}
+}
+
+// What the new bugs look like in the prediction: the process and the exception or value each
+// report names (vLLM source in each row).
+func TestExplainBugDetails(t *testing.T) {
+	rows := []struct {
+		file, source string
+		kind         report.Kind
+		// says are fragments one violation of kind must contain.
+		says []string
+	}{
+		{"vllm20399-headless-internal-lb-buggy.yaml", "vllm/entrypoints/cli/serve.py run_headless (PR #19790)", report.ProcessCrashed,
+			[]string{"vllm-inference-pytorchjob-final-worker-0/0/headless-0", "ValueError: data_parallel_rank is not applicable in headless mode"}},
+		{"vllm53743-external-lb-shared-nodes-buggy.yaml", "vllm/config/parallel.py nnodes_within_dp before PR #53743", report.ProcessCrashed,
+			[]string{"node1/1/engine-core-2", "ZeroDivisionError: integer division or modulo by zero"}},
+		{"vllm53743-explicit-rank-overwritten-buggy.yaml", "vllm/engine/arg_utils.py create_engine_config before PR #53743", report.DPIndexDuplicate,
+			[]string{"4 replicas of one deployment have global DP index 4", "[node1/3/engine-core-4]"}},
+		{"vllm46628-dp-supervisor-pd-buggy.yaml", "vllm/v1/engine/core.py run_engine_core before PR #46628", report.EngineIDCollision,
+			[]string{"_dp0\" is held by the engines of 8 replicas", "prefill-0/0/engine-core-7"}},
+		{"vllm39907-pd-multinode-tp-buggy.yaml", "vllm/config/kv_transfer.py engine_id = uuid4() per CLI parse, before PR #39907", report.EngineIDMismatch,
+			[]string{"replica prefill-0:29500/dp0 holds 2 engine_ids", "prefill-1/0/headless-0/worker-0"}},
+		{"vllm48061-hybrid-lb-one-host-buggy.yaml", "mooncake_utils.py get_mooncake_dp_engine_index before PR #48061", report.LookupMisrouted,
+			[]string{"node0/0/engine-core-0", "answered by node0/1/engine-core-2/worker-0"}},
+	}
+	for _, r := range rows {
+		t.Run(r.file, func(t *testing.T) {
+			rep, code, stderr := explainJSON(t, filepath.Join(scenarioDir, r.file))
+			if code != exitMatch {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			for _, v := range rep.Violations {
+				if v.Kind != r.kind {
+					continue
+				}
+				all := true
+				for _, s := range r.says {
+					all = all && strings.Contains(v.Message, s)
+				}
+				if all {
+					return
+				}
+			}
+			t.Errorf("[%s] no %s violation says %q:\n%s", r.source, r.kind, r.says, messages(rep))
+		})
+	}
 }
