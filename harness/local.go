@@ -38,6 +38,9 @@ type Local struct {
 	dir   string
 	block *addrBlock
 
+	// closeMu makes Close calls (the owner's and CloseAll's from a signal handler) one at a time.
+	closeMu sync.Mutex
+
 	mu     sync.Mutex
 	hosts  map[string]*localHost
 	order  []string
@@ -129,8 +132,12 @@ func (l *Local) Name() string { return "local" }
 // RunID implements Runtime.
 func (l *Local) RunID() string { return l.cfg.runID }
 
-// Dir is the run's directory (gone after Close).
-func (l *Local) Dir() string { return l.dir }
+// Dir is the run's directory (removed by Close).
+func (l *Local) Dir() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dir
+}
 
 // Block is the run's /24 of loopback addresses ("127.A.B.0/24").
 func (l *Local) Block() string { return l.block.String() }
@@ -184,8 +191,19 @@ func (l *Local) StartNodes(ctx context.Context, specs ...NodeSpec) error {
 	if err != nil {
 		return err
 	}
-	bins := map[string]localBinary{}
+	// Arguments are expanded for real at each start (WIDETP_HOSTS grows); a reference to a
+	// variable no host has is bad input, refused before anything runs.
 	var errs []error
+	for _, h := range hosts {
+		if _, err := expandArgs(h.spec.Args, localEnv(h.name, h.addr, h.root, "", h.spec.Env)); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", h.name, err))
+		}
+	}
+	if len(errs) > 0 {
+		l.release(hosts)
+		return fmt.Errorf("start nodes: %w", errors.Join(errs...))
+	}
+	bins := map[string]localBinary{}
 	for _, h := range hosts {
 		if _, ok := bins[h.spec.Program.Name]; ok {
 			continue
@@ -452,6 +470,8 @@ func (l *Local) Hosts() []string {
 // host whose processes do not end keeps the run open: its error names them, and Close may be
 // called again.
 func (l *Local) Close(ctx context.Context) error {
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
 	l.mu.Lock()
 	l.closed = true
 	var steps []func() error
@@ -470,17 +490,15 @@ func (l *Local) Close(ctx context.Context) error {
 	l.mu.Unlock()
 	errs := []error{runConcurrently(steps)}
 	l.mu.Lock()
-	remaining := len(l.hosts)
+	remaining, dir := len(l.hosts), l.dir
 	if remaining == 0 {
 		l.order = nil
 	}
 	l.mu.Unlock()
 	if remaining == 0 {
-		if l.dir != "" {
-			if err := os.RemoveAll(l.dir); err != nil {
+		if dir != "" {
+			if err := os.RemoveAll(dir); err != nil {
 				errs = append(errs, fmt.Errorf("remove run directory: %w", err))
-			} else {
-				l.dir = ""
 			}
 		}
 		if err := l.block.release(); err != nil {
