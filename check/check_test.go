@@ -365,3 +365,30 @@ func renamed(procs []report.Process, prefix string) []report.Process {
 	}
 	return out
 }
+
+// Replicas exposes the grouping every check uses: one replica per engine and world slot, the
+// headless followers' workers with their head's engine, and two engines that claim one slot as
+// two replicas (vLLM#53743).
+func TestReplicas(t *testing.T) {
+	healthy := check.Replicas(wideTP(2, 2, 2))
+	if len(healthy) != 2 || healthy[1].Name != "r1-head:29500" || healthy[1].Engine != "r1-head/0/engine-core-0" ||
+		!healthy[1].IndexKnown || healthy[1].Index != 1 || len(healthy[1].Members) != 6 {
+		t.Errorf("healthy wide TP: %+v", healthy)
+	}
+	colo := coLocated(2)
+	claimed := check.Replicas(edit(colo, func(p *report.Process) { p.Replica, p.DataParallelIndex = "node0:29500", 0 },
+		where(colo, func(p report.Process) bool { return p.Command == 1 })...))
+	var names []string
+	for _, r := range claimed {
+		names = append(names, r.Name)
+		if len(r.Members) != 3 || !r.IndexKnown || r.Index != 0 {
+			t.Errorf("claimant %s: %+v", r.Name, r)
+		}
+	}
+	if want := []string{"node0:29500 [node0/0/engine-core-0]", "node0:29500 [node0/1/engine-core-0]"}; !slices.Equal(names, want) {
+		t.Errorf("replicas %q, want %q", names, want)
+	}
+	if got := check.Replicas(nil); len(got) != 0 {
+		t.Errorf("no records, replicas %+v", got)
+	}
+}

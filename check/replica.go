@@ -198,3 +198,33 @@ func replicaIndex(r *replica) (index int, ref *report.Process, from string, ok b
 	}
 	return idx, nil, "engine core and rank-0 worker did not report; every member", true
 }
+
+// Replica is one replica as the checks group the records, for tools that show them.
+type Replica struct {
+	// Name is the replica's slot (report.Process.Replica), with " [<engine ID>]" appended when two
+	// engines claim the slot and each is a replica of its own.
+	Name string
+	// Engine is the ID of the replica's engine core or Ray actor record ("" when none reported).
+	Engine string
+	// Index is the replica's global DP index when IndexKnown (see the checks' README section).
+	Index      int
+	IndexKnown bool
+	// Members are the IDs of the replica's records, in ID order.
+	Members []string
+}
+
+// Replicas groups procs into replicas the way every check does, in name order.
+func Replicas(procs []report.Process) []Replica {
+	rs := replicas(sortedByID(procs))
+	out := make([]Replica, len(rs))
+	for i, r := range rs {
+		out[i] = Replica{Name: r.name, Index: r.index, IndexKnown: r.ok, Members: ids(r.members)}
+		for _, p := range r.members {
+			if isEngine(p) {
+				out[i].Engine = p.ID
+				break
+			}
+		}
+	}
+	return out
+}

@@ -363,3 +363,24 @@ func TestExplainBugDetails(t *testing.T) {
 		})
 	}
 }
+
+// The human replicas table groups records as the checks do: the engines that claim one DP slot
+// are listed as replicas of their own (vLLM#53743).
+func TestExplainHumanReplicasSplitClaimedSlots(t *testing.T) {
+	var out bytes.Buffer
+	if code := run([]string{"explain", filepath.Join(scenarioDir, "vllm53743-explicit-rank-overwritten-buggy.yaml")}, &out, &bytes.Buffer{}); code != exitMatch {
+		t.Fatalf("exit %d", code)
+	}
+	rows := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "node0:29500/dp0" && strings.HasPrefix(f[1], "[node0/") {
+			rows++
+			if f[2] != "0" || f[4] != "2" {
+				t.Errorf("replica row %q: want DP index 0 and 2 workers", line)
+			}
+		}
+	}
+	if rows != 4 {
+		t.Errorf("%d replica rows for slot node0:29500/dp0, want the 4 engines that claim it:\n%s", rows, out.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 )
@@ -64,49 +65,43 @@ func writeProcessTable(w io.Writer, procs []report.Process) {
 	tw.Flush()
 }
 
-// writeReplicas summarises each replica: its engine, index, hosts and the Mooncake indices its
+// writeReplicas summarises each replica as the checks group it (check.Replicas: two engines that
+// claim one slot are two replicas): its engine, global DP index, hosts and the Mooncake indices its
 // members computed (one value when they agree).
 func writeReplicas(w io.Writer, procs []report.Process) {
-	type summary struct {
-		engine  string
-		index   string
-		hosts   []string
-		workers int
-		indices map[string]bool
-	}
-	reps := map[string]*summary{}
-	for _, p := range procs {
-		if p.Replica == "" {
-			continue
-		}
-		r := reps[p.Replica]
-		if r == nil {
-			r = &summary{indices: map[string]bool{}}
-			reps[p.Replica] = r
-		}
-		if (p.Role == report.RoleEngineCore || p.Role == report.RoleRayActor) && r.engine == "" {
-			r.engine, r.index = p.ID, strconv.Itoa(p.DataParallelIndex)
-		}
-		if p.Role == report.RoleWorker {
-			r.workers++
-		}
-		if !contains(r.hosts, p.Host) {
-			r.hosts = append(r.hosts, p.Host)
-		}
-		if p.MooncakeDPIndex != nil {
-			r.indices[strconv.Itoa(*p.MooncakeDPIndex)] = true
-		}
-	}
+	reps := check.Replicas(procs)
 	if len(reps) == 0 {
 		fmt.Fprintln(w, "  none")
 		return
 	}
+	byID := make(map[string]report.Process, len(procs))
+	for _, p := range procs {
+		byID[p.ID] = p
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  REPLICA\tDP INDEX\tENGINE\tWORKERS\tHOSTS\tMOONCAKE INDICES")
-	for _, name := range sortedKeys(reps) {
-		r := reps[name]
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", name, dash(r.index), dash(r.engine), r.workers,
-			strings.Join(r.hosts, ","), dash(strings.Join(sortedKeys(r.indices), ",")))
+	for _, r := range reps {
+		var hosts []string
+		workers := 0
+		indices := map[string]bool{}
+		for _, id := range r.Members {
+			p := byID[id]
+			if p.Role == report.RoleWorker {
+				workers++
+			}
+			if !contains(hosts, p.Host) {
+				hosts = append(hosts, p.Host)
+			}
+			if p.MooncakeDPIndex != nil {
+				indices[strconv.Itoa(*p.MooncakeDPIndex)] = true
+			}
+		}
+		index := ""
+		if r.IndexKnown {
+			index = strconv.Itoa(r.Index)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", r.Name, dash(index), dash(r.Engine), workers,
+			strings.Join(hosts, ","), dash(strings.Join(sortedKeys(indices), ",")))
 	}
 	tw.Flush()
 }
