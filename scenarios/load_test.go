@@ -204,3 +204,27 @@ func TestReadmeDocumentsProfiles(t *testing.T) {
 		}
 	}
 }
+
+// The README's bug library lists every shipped scenario (a pair as `<variant>-{buggy,fixed}`) and
+// every bug they reproduce.
+func TestReadmeListsTheBugLibrary(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := scenarios.LoadAll(".")
+	if err != nil {
+		t.Fatalf("LoadAll: %v", err)
+	}
+	for _, s := range all {
+		pair := strings.TrimSuffix(strings.TrimSuffix(s.Name, "-buggy"), "-fixed") + "-{buggy,fixed}"
+		if !strings.Contains(string(readme), "`"+s.Name+"`") && !strings.Contains(string(readme), "`"+pair) {
+			t.Errorf("README's bug library does not list %s", s.Name)
+		}
+		for _, ref := range s.Bugs {
+			if !strings.Contains(string(readme), ref) {
+				t.Errorf("README's bug library does not name %s (%s)", ref, s.File)
+			}
+		}
+	}
+}
