@@ -28,7 +28,8 @@
 //	                              vllm/v1/engine/utils.py launch_core_engines, CoreEngineProcManager
 //	engine.go                     vllm/v1/engine/core.py EngineCoreProc.run_engine_core,
 //	                              DPEngineCoreProc._init_data_parallel, start-up failure messages
-//	headless.go                   vllm/entrypoints/cli/serve.py run_headless
+//	headless.go                   vllm/entrypoints/cli/serve.py run_headless (and its DP-rank
+//	                              check of PRs #19790/#20398, vLLM#20399)
 //	supervisor.go                 vllm/entrypoints/openai/dp_supervisor.py (multi-port external LB)
 //	ray.go                        vllm/v1/engine/utils.py CoreEngineActorManager,
 //	                              create_dp_placement_groups
@@ -46,14 +47,18 @@
 //	                              vllm/distributed/kv_transfer/kv_transfer_state.py engine_id
 //	                              broadcast (PRs #39907, #44528)
 //	profile.go                    the behaviour changes a scenario pins (PRs #48061, #53743,
-//	                              #46628, the dense external-DP check, #39907/#44528)
+//	                              #46628, the dense external-DP check, #39907/#44528,
+//	                              #19790/#20398)
 //	predict.go                    the paper execution (stages, barriers, cascades, lookups)
 //
 // Process IDs follow report.Process.ID, "<host>/<command>/<role>-<index>[/worker-<local rank>]",
 // with index 0 for an API server, headless launcher or DP supervisor (an API server a supervisor
 // starts takes its DP rank), and the DP rank an engine core is launched with (its
 // EngineCore_DP<rank> name) or a Ray actor's DP index; workers hang off their parent's ID.
-// Replica is "<torch world address>/dp<slot>": the workers of one engine and that engine.
+// Replica is "<torch world address>/dp<slot>": the workers of one engine and that engine (a
+// loopback world address is qualified by the host, report.BarrierKey, as Predict's barriers are).
+// EngineID is set only on the processes that build a KV connector (engine cores, Ray actors,
+// workers), never on the launchers (report.Process.EngineID).
 //
 // Modelling choices that are not vLLM's own, all documented where they are made: rendezvous
 // addresses vLLM draws at random or keeps on private ipc paths get derived ports (rendezvous.go);
