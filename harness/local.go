@@ -1,0 +1,517 @@
+//go:build linux
+
+package harness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/widetp/widetp/harness/ipcdir"
+)
+
+// Local is the Runtime without containers: every host is a real OS process tree of its program on
+// this machine, with its own host name (WIDETP_HOST), its own directory as its filesystem for ipc
+// paths (WIDETP_IPC_ROOT=<run dir>/<host>, holding tmp/), its own loopback address
+// (WIDETP_LISTEN_IP=127.A.B.n from the run's block) and a map of every host's address
+// (WIDETP_HOSTS), so rendezvous and handshakes between hosts cross real sockets.
+//
+// A host's program leads a session of its own (see local_session.go): signals reach every process
+// it started; it dies with the harness (Pdeathsig); when it ends, what it left in its session is
+// killed, as a container's processes end with its init. Its output (stdout and stderr, interleaved
+// as written) is kept in <run dir>/<host>.log.
+//
+// Hosts started in one StartNodes call know each other and every host started before; a host
+// started earlier does not learn later ones (an environment is fixed at exec) until it restarts.
+// The harness starts the store first and every node in one call, so every node resolves all.
+type Local struct {
+	cfg   config
+	owner Owner
+	dir   string
+	block *addrBlock
+
+	// closeMu makes Close calls (the owner's and CloseAll's from a signal handler) one at a time.
+	closeMu sync.Mutex
+
+	mu     sync.Mutex
+	hosts  map[string]*localHost
+	order  []string
+	next   int // index of the next host's address in the block
+	closed bool
+}
+
+var _ Runtime = (*Local)(nil)
+
+// Run directory layout: <base>/<run id>/ holds ownerFile, one directory per host (its ipc root)
+// and one <host>.log per host. Host names are DNS labels (no dots), so neither file can be a host.
+const ownerFile = ".owner"
+
+// Bounds of a host's end. A process that survives SIGKILL for teardownBound is in uninterruptible
+// sleep (a hung disk or FUSE): the harness reports it instead of hanging. Once every process of a
+// host is gone the output pipe has no writer left, so draining it takes microseconds; drainBound
+// only matters if something outside the session kept the pipe open.
+const (
+	teardownBound = 10 * time.Second
+	drainBound    = 2 * time.Second
+)
+
+// NewLocal prepares a local run: it sweeps the run directories of dead harness processes (unless
+// WithoutSweep), makes this run's directory, and reserves the run's block of loopback addresses.
+// Programs are built on first use. It returns a *Local.
+func NewLocal(ctx context.Context, opts ...Option) (Runtime, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("configure local runtime: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start local runtime: %w", err)
+	}
+	owner, err := CurrentOwner()
+	if err != nil {
+		return nil, err
+	}
+	if err := becomeSubreaper(); err != nil {
+		return nil, fmt.Errorf("start local runtime: %w", err)
+	}
+	l := &Local{cfg: cfg, owner: owner, hosts: map[string]*localHost{}}
+	base := localBase()
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return nil, fmt.Errorf("start local runtime: %w", err)
+	}
+	if cfg.sweep {
+		n, err := sweepLocal(base, owner.Machine)
+		if err != nil {
+			return nil, fmt.Errorf("sweep leftovers of earlier local runs: %w", err)
+		}
+		if n > 0 {
+			l.progressf("swept %d run directory(ies) left by dead runs", n)
+		}
+	}
+	dir := filepath.Join(base, cfg.runID)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("start local run %s: %s exists: another live run has this id", cfg.runID, dir)
+		}
+		return nil, fmt.Errorf("start local run %s: %w", cfg.runID, err)
+	}
+	l.dir = dir
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner.String()+"\n"), 0o644); err != nil {
+		return nil, errors.Join(fmt.Errorf("start local run %s: %w", cfg.runID, err), os.RemoveAll(dir))
+	}
+	if l.block, err = reserveBlock(cfg.runID); err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	if err := l.block.checkBindable(); err != nil {
+		return nil, errors.Join(err, l.block.release(), os.RemoveAll(dir))
+	}
+	register(l)
+	l.progressf("local run %s in %s on %s", cfg.runID, dir, l.block)
+	return l, nil
+}
+
+// localBase holds every local run directory of the user. It is short on purpose: an ipc path
+// becomes <base>/<run id>/<host>/tmp/..., and a unix socket path holds at most 107 bytes.
+func localBase() string {
+	return filepath.Join(os.TempDir(), "widetp-local-"+strconv.Itoa(os.Getuid()))
+}
+
+// Name implements Runtime.
+func (l *Local) Name() string { return "local" }
+
+// RunID implements Runtime.
+func (l *Local) RunID() string { return l.cfg.runID }
+
+// Dir is the run's directory (removed by Close).
+func (l *Local) Dir() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dir
+}
+
+// Block is the run's /24 of loopback addresses ("127.A.B.0/24").
+func (l *Local) Block() string { return l.block.String() }
+
+// Address is the loopback address of a host of the run.
+func (l *Local) Address(host string) (netip.Addr, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.hosts[host]
+	if !ok {
+		return netip.Addr{}, fmt.Errorf("address of host %s: not started in run %s", host, l.cfg.runID)
+	}
+	return h.addr, nil
+}
+
+// storeDialTimeout bounds the check that the store listens where Store.Addrs says: a listening
+// port on loopback answers in microseconds.
+const storeDialTimeout = 5 * time.Second
+
+// StartStore implements Runtime. The store's Ports are the ports it listens on at its own address
+// (its args say where, with $(WIDETP_LISTEN_IP)); Addrs are those addresses, and each is dialed
+// once, so that a store listening elsewhere fails here, by name, rather than later in every node.
+func (l *Local) StartStore(ctx context.Context, spec NodeSpec) (Store, error) {
+	if err := l.StartNodes(ctx, spec); err != nil {
+		return Store{}, fmt.Errorf("start store: %w", err)
+	}
+	addr, err := l.Address(spec.Host)
+	if err != nil {
+		return Store{}, fmt.Errorf("start store: %w", err)
+	}
+	addrs := map[int]string{}
+	for _, p := range spec.Ports {
+		a := net.JoinHostPort(addr.String(), strconv.Itoa(p))
+		dctx, cancel := context.WithTimeout(ctx, storeDialTimeout)
+		var d net.Dialer
+		c, err := d.DialContext(dctx, "tcp", a)
+		cancel()
+		if err != nil {
+			return Store{}, fmt.Errorf("start store %s: port %d: nothing listens at %s (pass $(%s):%d to the program as its listen address): %w", spec.Host, p, a, EnvListenIP, p, err)
+		}
+		c.Close()
+		addrs[p] = a
+	}
+	return Store{Host: spec.Host, Addrs: addrs}, nil
+}
+
+// StartNodes implements Runtime: plan every node (validate, claim its name and address, build
+// its program), then start them all at once.
+func (l *Local) StartNodes(ctx context.Context, specs ...NodeSpec) error {
+	hosts, err := l.reserve(specs)
+	if err != nil {
+		return err
+	}
+	// Arguments are expanded for real at each start (WIDETP_HOSTS grows); a reference to a
+	// variable no host has is bad input, refused before anything runs.
+	var errs []error
+	for _, h := range hosts {
+		if _, err := expandArgs(h.spec.Args, localEnv(h.name, h.addr, h.root, "", h.spec.Env)); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", h.name, err))
+		}
+	}
+	if len(errs) > 0 {
+		l.release(hosts)
+		return fmt.Errorf("start nodes: %w", errors.Join(errs...))
+	}
+	bins := map[string]localBinary{}
+	for _, h := range hosts {
+		if _, ok := bins[h.spec.Program.Name]; ok {
+			continue
+		}
+		bin, err := l.binary(ctx, h.spec.Program)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		bins[h.spec.Program.Name] = bin
+	}
+	if len(errs) > 0 {
+		l.release(hosts)
+		return errors.Join(errs...)
+	}
+	plan := make([]func() error, len(hosts))
+	for i, h := range hosts {
+		plan[i] = func() error { return l.startHost(ctx, h, bins[h.spec.Program.Name]) }
+	}
+	return runConcurrently(plan)
+}
+
+// binary builds p once per process (see binaryCache), bounded by the build timeout.
+func (l *Local) binary(ctx context.Context, p Program) (localBinary, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.buildTimeout)
+	defer cancel()
+	return localBinaries.get(ctx, l.cfg.moduleRoot, p, func(b localBinary) {
+		l.progressf("built %s (%s)", b.Name, b.Path)
+	})
+}
+
+// reserve validates specs and claims their names and addresses, so that two concurrent starts
+// cannot both take one name.
+func (l *Local) reserve(specs []NodeSpec) ([]*localHost, error) {
+	var errs []error
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if err := s.validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[s.Host] {
+			errs = append(errs, fmt.Errorf("node %s: host listed twice", s.Host))
+		}
+		seen[s.Host] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		errs = append(errs, errors.New("the runtime is closed"))
+	}
+	for _, s := range specs {
+		if _, ok := l.hosts[s.Host]; ok {
+			errs = append(errs, fmt.Errorf("node %s: host already started in this run", s.Host))
+		}
+	}
+	if n := l.next + len(specs); n > maxLocalHosts {
+		errs = append(errs, fmt.Errorf("%d hosts: a local run has at most %d (the addresses of its block %s)", n, maxLocalHosts, l.block))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("start nodes: %w", err)
+	}
+	hosts := make([]*localHost, len(specs))
+	for i, s := range specs {
+		addr, err := l.block.host(l.next)
+		if err != nil {
+			return nil, fmt.Errorf("start nodes: %w", err)
+		}
+		l.next++
+		h := &localHost{name: s.Host, spec: s, addr: addr, root: filepath.Join(l.dir, s.Host), logPath: filepath.Join(l.dir, s.Host+".log")}
+		l.hosts[s.Host] = h
+		l.order = append(l.order, s.Host)
+		hosts[i] = h
+	}
+	return hosts, nil
+}
+
+// release forgets reserved hosts that never ran. Their addresses are not handed out again: a
+// block has room for every host of any run, and an address stays one host's for the whole run.
+func (l *Local) release(hosts []*localHost) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, h := range hosts {
+		if h.started() {
+			continue
+		}
+		delete(l.hosts, h.name)
+		for i, n := range l.order {
+			if n == h.name {
+				l.order = append(l.order[:i], l.order[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// hostsMap is the WIDETP_HOSTS value: every host claimed so far, in start order.
+func (l *Local) hostsMap() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pairs := make([]string, 0, len(l.order))
+	for _, n := range l.order {
+		pairs = append(pairs, n+"="+l.hosts[n].addr.String())
+	}
+	return strings.Join(pairs, ",")
+}
+
+// startHost runs a host's program and waits until it is ready, within the start timeout.
+func (l *Local) startHost(ctx context.Context, h *localHost, bin localBinary) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, l.cfg.startTimeout, errStartTimeout)
+	defer cancel()
+	in, err := l.spawn(h, bin, false)
+	if err != nil {
+		return fmt.Errorf("start node %s: %w", h.name, err)
+	}
+	if err := l.waitReady(ctx, h, in); err != nil {
+		return err
+	}
+	l.progressf("node %s up at %s", h.name, h.addr)
+	return nil
+}
+
+// errStartTimeout tells the start bound from the caller's context.
+var errStartTimeout = errors.New("start timeout")
+
+// host finds a host that has run.
+func (l *Local) host(name string) (*localHost, error) {
+	l.mu.Lock()
+	h, ok := l.hosts[name]
+	l.mu.Unlock()
+	if !ok || !h.started() {
+		return nil, fmt.Errorf("host %s: not started in run %s", name, l.cfg.runID)
+	}
+	return h, nil
+}
+
+// Stop implements Runtime: SIGTERM to the program's process group, then, after the stop grace,
+// SIGKILL to every process of the host. A stopped host stays stopped (no error), as in Docker.
+func (l *Local) Stop(ctx context.Context, host string) error {
+	h, err := l.host(host)
+	if err != nil {
+		return fmt.Errorf("stop %w", err)
+	}
+	if err := l.stop(ctx, h, h.current()); err != nil {
+		return fmt.Errorf("stop host %s: %w", host, err)
+	}
+	return nil
+}
+
+// Kill implements Runtime: the signal goes to the program's process group (SIGKILL included: the
+// rest of the host ends with its program).
+func (l *Local) Kill(ctx context.Context, host, signal string) error {
+	h, err := l.host(host)
+	if err != nil {
+		return fmt.Errorf("kill %w", err)
+	}
+	sig, err := parseSignal(signal)
+	if err != nil {
+		return fmt.Errorf("kill host %s: %w", host, err)
+	}
+	if err := h.current().signalGroup(sig); err != nil {
+		return fmt.Errorf("kill host %s with %s: %w", host, signal, err)
+	}
+	return nil
+}
+
+// Pause implements Runtime: SIGSTOP to every process group of the host, until every process of it
+// is stopped. Peers see a silent host, as with the cgroup freezer.
+func (l *Local) Pause(ctx context.Context, host string) error {
+	h, err := l.host(host)
+	if err != nil {
+		return fmt.Errorf("pause %w", err)
+	}
+	if err := h.pause(ctx); err != nil {
+		return fmt.Errorf("pause host %s: %w", host, err)
+	}
+	return nil
+}
+
+// Unpause implements Runtime: SIGCONT to every process group of the host.
+func (l *Local) Unpause(ctx context.Context, host string) error {
+	h, err := l.host(host)
+	if err != nil {
+		return fmt.Errorf("unpause %w", err)
+	}
+	if err := h.unpause(); err != nil {
+		return fmt.Errorf("unpause host %s: %w", host, err)
+	}
+	return nil
+}
+
+// Restart implements Runtime: Stop, an empty private /tmp, the program again with the same
+// address, and a wait for its ready line as in StartNodes. Its WIDETP_HOSTS names every host
+// claimed by then.
+func (l *Local) Restart(ctx context.Context, host string) error {
+	h, err := l.host(host)
+	if err != nil {
+		return fmt.Errorf("restart %w", err)
+	}
+	h.setRestarting(true)
+	defer h.setRestarting(false)
+	if err := l.stop(ctx, h, h.current()); err != nil {
+		return fmt.Errorf("restart host %s: stop: %w", host, err)
+	}
+	sctx, cancel := context.WithTimeoutCause(ctx, l.cfg.startTimeout, errStartTimeout)
+	defer cancel()
+	in, err := l.spawn(h, h.binary(), true)
+	if err != nil {
+		return fmt.Errorf("restart host %s: %w", host, err)
+	}
+	return l.waitReady(sctx, h, in)
+}
+
+// State implements Runtime. Running is true while the program lives, paused or not, as in Docker;
+// OOMKilled is always false (no memory cgroup: the kernel's OOM killer shows as SIGKILL, 137).
+func (l *Local) State(ctx context.Context, host string) (State, error) {
+	h, err := l.host(host)
+	if err != nil {
+		return State{}, fmt.Errorf("state of %w", err)
+	}
+	return h.state(), nil
+}
+
+// Logs implements Runtime: the host's log file, every start of it.
+func (l *Local) Logs(ctx context.Context, host string) ([]byte, error) {
+	h, err := l.host(host)
+	if err != nil {
+		return nil, fmt.Errorf("logs of %w", err)
+	}
+	b, err := os.ReadFile(h.logPath)
+	if err != nil {
+		return nil, fmt.Errorf("logs of host %s: %w", host, err)
+	}
+	return b, nil
+}
+
+// IPCDir implements Runtime: the listing of the host's private /tmp (<ipc root>/tmp), so paths
+// read as on Docker ("lookup.ipc"); Root is the real directory. It works on a stopped host too.
+func (l *Local) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error) {
+	h, err := l.host(host)
+	if err != nil {
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of %w", err)
+	}
+	ls, err := ipcdir.List(filepath.Join(h.root, "tmp"))
+	if err != nil {
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %w", host, err)
+	}
+	return ls, nil
+}
+
+// Hosts implements Runtime.
+func (l *Local) Hosts() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, n := range l.order {
+		if h := l.hosts[n]; h != nil && h.started() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Close implements Runtime: every host's processes are SIGKILLed at once (a graceful end is the
+// caller's Stop) and waited for, then the run directory goes and the address block is freed. A
+// host whose processes do not end keeps the run open: its error names them, and Close may be
+// called again.
+func (l *Local) Close(ctx context.Context) error {
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
+	l.mu.Lock()
+	l.closed = true
+	var steps []func() error
+	for _, n := range l.order {
+		h := l.hosts[n]
+		steps = append(steps, func() error {
+			if err := h.close(ctx); err != nil {
+				return fmt.Errorf("remove host %s: %w", n, err)
+			}
+			l.mu.Lock()
+			delete(l.hosts, n)
+			l.mu.Unlock()
+			return nil
+		})
+	}
+	l.mu.Unlock()
+	errs := []error{runConcurrently(steps)}
+	l.mu.Lock()
+	remaining, dir := len(l.hosts), l.dir
+	if remaining == 0 {
+		l.order = nil
+	}
+	l.mu.Unlock()
+	if remaining == 0 {
+		if dir != "" {
+			if err := os.RemoveAll(dir); err != nil {
+				errs = append(errs, fmt.Errorf("remove run directory: %w", err))
+			}
+		}
+		if err := l.block.release(); err != nil {
+			errs = append(errs, fmt.Errorf("release address block %s: %w", l.block, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close run %s: %w", l.cfg.runID, err)
+	}
+	unregister(l)
+	return nil
+}
+
+func (l *Local) progressf(format string, args ...any) {
+	fmt.Fprintf(l.cfg.progress, "widetp: "+format+"\n", args...)
+}

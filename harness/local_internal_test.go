@@ -1,0 +1,232 @@
+//go:build linux
+
+package harness
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseProcStat(t *testing.T) {
+	tests := []struct {
+		name, line string
+		want       procStat
+		wantErr    string
+	}{
+		// proc(5): pid (comm) state ppid pgrp session tty_nr ...
+		{name: "plain", line: "4242 (simnode) S 4200 4242 4242 0 -1 4194560 130 0 0 0",
+			want: procStat{PID: 4242, PPID: 4200, PGID: 4242, SID: 4242, State: 'S', Comm: "simnode"}},
+		{name: "command with spaces and parentheses", line: "77 (a) b (c)) T 1 70 60 0 -1",
+			want: procStat{PID: 77, PPID: 1, PGID: 70, SID: 60, State: 'T', Comm: "a) b (c)"}},
+		{name: "zombie", line: "9 (hostprobe) Z 1 9 9 0 -1 0",
+			want: procStat{PID: 9, PPID: 1, PGID: 9, SID: 9, State: 'Z', Comm: "hostprobe"}},
+		{name: "no command", line: "12 S 1 2 3", wantErr: "no (command name)"},
+		{name: "bad pid", line: "x (a) S 1 2 3", wantErr: "pid"},
+		{name: "cut short", line: "12 (a) S 1 2", wantErr: "want state, ppid, pgrp and session"},
+		{name: "bad session", line: "12 (a) S 1 2 three", wantErr: "field 6"},
+	}
+	for _, tt := range tests {
+		got, err := parseProcStat(tt.line)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%s: error %v, want one containing %q", tt.name, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%s: got %+v, %v; want %+v", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestOwnProcessInItsSession(t *testing.T) {
+	sid, err := unix.Getsid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := sessionProcs(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if p.PID == os.Getpid() {
+			if p.SID != sid || !p.live() {
+				t.Errorf("this process as listed: %+v", p)
+			}
+			return
+		}
+	}
+	t.Errorf("this process (%d) is not among the %d processes of its session %d", os.Getpid(), len(procs), sid)
+}
+
+func TestExpandArgs(t *testing.T) {
+	env := map[string]string{"WIDETP_LISTEN_IP": "127.4.9.1", "WIDETP_HOST": "store"}
+	tests := []struct {
+		name    string
+		arg     string
+		want    string
+		wantErr string
+	}{
+		// Kubernetes' container args: $(VAR) expands, $$ escapes, anything else stays.
+		{name: "no reference", arg: "--flavor=cpp", want: "--flavor=cpp"},
+		{name: "listen address", arg: "--metadata-addr=$(WIDETP_LISTEN_IP):8080", want: "--metadata-addr=127.4.9.1:8080"},
+		{name: "two references", arg: "$(WIDETP_HOST)@$(WIDETP_LISTEN_IP)", want: "store@127.4.9.1"},
+		{name: "escaped", arg: "$$(WIDETP_HOST)", want: "$(WIDETP_HOST)"},
+		{name: "shell style stays", arg: "$HOME and $", want: "$HOME and $"},
+		{name: "unknown variable", arg: "$(NOPE):1", wantErr: "$(NOPE): no such variable"},
+		{name: "not closed", arg: "x$(WIDETP_HOST", wantErr: "$( at byte 1 is not closed"},
+		{name: "not a name", arg: "$(a b)", wantErr: "$(a b) at byte 0: not a variable name"},
+	}
+	for _, tt := range tests {
+		got, err := expandArgs([]string{"first", tt.arg}, env)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "argument 2") {
+				t.Errorf("%s: error %v, want one naming argument 2 and %q", tt.name, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got[1] != tt.want || got[0] != "first" {
+			t.Errorf("%s: got %q, %v; want %q", tt.name, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseSignal(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    syscall.Signal
+		wantErr string
+	}{
+		// The forms `docker kill --signal` takes.
+		{in: "SIGKILL", want: syscall.SIGKILL},
+		{in: "TERM", want: syscall.SIGTERM},
+		{in: "sigstop", want: syscall.SIGSTOP},
+		{in: "9", want: syscall.SIGKILL},
+		{in: "0", wantErr: "out of range"},
+		{in: "65", wantErr: "out of range"},
+		{in: "SIGNOPE", wantErr: "unknown"},
+	}
+	for _, tt := range tests {
+		got, err := parseSignal(tt.in)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%q: error %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("%q: got %v, %v; want %v", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestAddrBlocks(t *testing.T) {
+	a, err := reserveBlock("block-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.release()
+	b, err := reserveBlock("block-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.String() == b.String() {
+		t.Fatalf("two live runs share block %s", a)
+	}
+	first, _ := a.host(0)
+	last, _ := a.host(maxLocalHosts - 1)
+	if want := netip.AddrFrom4([4]byte{127, a.a, a.b, 1}); first != want {
+		t.Errorf("first host %s, want %s", first, want)
+	}
+	if last.As4()[3] != 254 || !last.IsLoopback() {
+		t.Errorf("last host %s, want .254 on loopback", last)
+	}
+	if _, err := a.host(maxLocalHosts); err == nil || !strings.Contains(err.Error(), "holds 254 hosts") {
+		t.Errorf("host 255: error %v", err)
+	}
+	if a.a == 0 || a.a == 255 {
+		t.Errorf("block %s overlaps 127.0.0.0/24 or 127.255.0.0/16", a)
+	}
+	if err := a.checkBindable(); err != nil {
+		t.Error(err)
+	}
+	// A released block is free again: the kernel frees the lock's name with its socket.
+	name := b.String()
+	if err := b.release(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := reserveBlock("block-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.release()
+	if c.String() != name {
+		t.Errorf("after release, reserved %s; want the freed %s", c, name)
+	}
+}
+
+func TestLocalEnv(t *testing.T) {
+	t.Setenv("VLLM_LEAK", "1")
+	env := localEnv("r0-head", netip.MustParseAddr("127.4.9.2"), "/run/x/r0-head", "store=127.4.9.1,r0-head=127.4.9.2",
+		map[string]string{"VLLM_RPC_BASE_PATH": "/tmp", "PATH": "/opt/bin"})
+	want := map[string]string{
+		EnvHost: "r0-head", EnvListenIP: "127.4.9.2", EnvIPCRoot: "/run/x/r0-head", EnvHosts: "store=127.4.9.1,r0-head=127.4.9.2",
+		"HOSTNAME": "r0-head", "TMPDIR": "/run/x/r0-head/tmp", "HOME": "/run/x/r0-head",
+		"VLLM_RPC_BASE_PATH": "/tmp", "PATH": "/opt/bin", // the spec's keys win
+	}
+	for k, v := range want {
+		if env[k] != v {
+			t.Errorf("%s=%q, want %q", k, env[k], v)
+		}
+	}
+	if _, ok := env["VLLM_LEAK"]; ok || len(env) != len(want) {
+		t.Errorf("environment %v: want exactly %v (nothing of the harness's own)", env, want)
+	}
+	list := envList(env)
+	for i := 1; i < len(list); i++ {
+		if list[i-1] > list[i] {
+			t.Fatalf("envList not sorted: %q", list)
+		}
+	}
+}
+
+func TestSweepLocal(t *testing.T) {
+	base := t.TempDir()
+	me, err := CurrentOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := Owner{Machine: me.Machine, PID: me.PID, Start: me.Start + 1} // same pid, another start: gone
+	elsewhere := Owner{Machine: me.Machine + "-other", PID: 1, Start: 1}
+	dirs := map[string]string{"live": me.String(), "dead": dead.String(), "elsewhere": elsewhere.String(), "unowned": "", "garbled": "not an owner"}
+	for name, owner := range dirs {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if owner != "" {
+			if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(owner+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	n, err := sweepLocal(base, me.Machine)
+	if err != nil || n != 1 {
+		t.Fatalf("swept %d, %v; want 1", n, err)
+	}
+	for name := range dirs {
+		_, err := os.Stat(filepath.Join(base, name))
+		if gone := os.IsNotExist(err); gone != (name == "dead") {
+			t.Errorf("%s: gone=%v", name, gone)
+		}
+	}
+	if n, err := sweepLocal(filepath.Join(base, "missing"), me.Machine); n != 0 || err != nil {
+		t.Errorf("sweep of a missing base: %d, %v", n, err)
+	}
+}

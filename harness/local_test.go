@@ -1,0 +1,319 @@
+//go:build linux
+
+package harness_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/widetp/widetp/harness"
+)
+
+// The local runtime passes the conformance specs; whatever a run started must be gone after
+// Close, and so must its directory.
+var _ = runtimeConformance(runtimeUnderTest{
+	name:   "local",
+	labels: Label("local"),
+	newRuntime: func(ctx context.Context, opts ...harness.Option) (harness.Runtime, error) {
+		return harness.NewLocal(ctx, opts...)
+	},
+	leftovers: localLeftovers,
+})
+
+// localLeftovers records every process of every host and the run directory; after Close it lists
+// those still there.
+func localLeftovers(ctx context.Context, rt harness.Runtime) func(context.Context) []string {
+	dir := rt.(*harness.Local).Dir()
+	var procs []procID
+	for _, h := range rt.Hosts() {
+		procs = append(procs, processesOf(ctx, rt, h)...)
+	}
+	return func(context.Context) []string {
+		var left []string
+		for _, p := range procs {
+			if p.running() {
+				left = append(left, "process "+p.String())
+			}
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			left = append(left, "run directory "+dir)
+		}
+		return left
+	}
+}
+
+// procID is a process across pid reuse: its pid and start time (/proc/<pid>/stat field 22).
+type procID struct {
+	pid   int
+	start string
+}
+
+func (p procID) String() string { return fmt.Sprintf("%d (started at tick %s)", p.pid, p.start) }
+
+// procStat reads a process's state letter, parent and start time; ok is false when it is gone.
+func procStat(pid int) (state byte, ppid int, start string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, 0, "", false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	ppid, _ = strconv.Atoi(f[1])
+	return f[0][0], ppid, f[19], true
+}
+
+func newProcID(pid int) procID {
+	_, _, start, ok := procStat(pid)
+	Expect(ok).To(BeTrue(), "process %d is gone already", pid)
+	return procID{pid: pid, start: start}
+}
+
+// running reports whether the process still runs (or is stopped). A zombie holds nothing but its
+// pid; one whose parent is this process (a child subreaper) is reaped here, so that specs leave
+// no zombies.
+func (p procID) running() bool {
+	state, ppid, start, ok := procStat(p.pid)
+	if !ok || start != p.start {
+		return false
+	}
+	if state == 'Z' || state == 'X' {
+		if ppid == os.Getpid() {
+			var ws syscall.WaitStatus
+			_, _ = syscall.Wait4(p.pid, &ws, syscall.WNOHANG, nil)
+		}
+		return false
+	}
+	return true
+}
+
+func inspectLocal(ctx context.Context, rt harness.Runtime, host string) harness.LocalInspect {
+	b, err := rt.Inspect(ctx, host)
+	Expect(err).NotTo(HaveOccurred())
+	var ins harness.LocalInspect
+	Expect(json.Unmarshal(b, &ins)).To(Succeed())
+	return ins
+}
+
+// processesOf lists the live processes of a host.
+func processesOf(ctx context.Context, rt harness.Runtime, host string) []procID {
+	var out []procID
+	for _, p := range inspectLocal(ctx, rt, host).Processes {
+		if p.State != "Z" {
+			if _, _, start, ok := procStat(p.Pid); ok {
+				out = append(out, procID{pid: p.Pid, start: start})
+			}
+		}
+	}
+	return out
+}
+
+func allGone(procs []procID) func() []procID {
+	return func() []procID {
+		var left []procID
+		for _, p := range procs {
+			if p.running() {
+				left = append(left, p)
+			}
+		}
+		return left
+	}
+}
+
+func newLocal(ctx context.Context, opts ...harness.Option) *harness.Local {
+	rt, err := harness.NewLocal(ctx, opts...)
+	Expect(err).NotTo(HaveOccurred())
+	l := rt.(*harness.Local)
+	DeferCleanup(func(ctx SpecContext) {
+		check := localLeftovers(ctx, l)
+		Expect(l.Close(ctx)).To(Succeed())
+		Expect(check(ctx)).To(BeEmpty())
+	}, NodeTimeout(time.Minute))
+	return l
+}
+
+// envOf reads the "env NAME=value" lines hostprobe's -print-env prints.
+func envOf(logs string) map[string]string {
+	env := map[string]string{}
+	for _, line := range strings.Split(logs, "\n") {
+		if kv, ok := strings.CutPrefix(line, "env "); ok {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+	}
+	return env
+}
+
+var _ = Describe("the local runtime", Label("local"), func() {
+	It("gives every host its own loopback address, a map of every host, a private directory, and none of the harness's environment", func(ctx SpecContext) {
+		Expect(os.Setenv("VLLM_LEAK_CHECK", "from the harness")).To(Succeed())
+		DeferCleanup(os.Unsetenv, "VLLM_LEAK_CHECK")
+		l := newLocal(ctx)
+		store, err := l.StartStore(ctx, fakeStore())
+		Expect(err).NotTo(HaveOccurred())
+		printEnv := "-print-env=WIDETP_HOST,WIDETP_LISTEN_IP,WIDETP_IPC_ROOT,WIDETP_HOSTS,TMPDIR,PATH,VLLM_LEAK_CHECK"
+		Expect(l.StartNodes(ctx, probe("a", printEnv), probe("b", printEnv))).To(Succeed())
+
+		block := netip.MustParsePrefix(l.Block())
+		Expect(block.Bits()).To(Equal(24))
+		Expect(block.Addr().IsLoopback()).To(BeTrue())
+		Expect(block.Contains(netip.MustParseAddr("127.0.0.1"))).To(BeFalse(), "the machine's own 127.0.0.1")
+		storeAddr, err := l.Address("store")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(store.Addrs).To(Equal(map[int]string{
+			metadataPort: storeAddr.String() + ":8080", masterPort: storeAddr.String() + ":50052", adminPort: storeAddr.String() + ":9003"}))
+
+		seen := map[string]string{}
+		for _, host := range []string{"a", "b"} {
+			env := envOf(logsOfRT(ctx, l, host))
+			addr := netip.MustParseAddr(env["WIDETP_LISTEN_IP"])
+			Expect(block.Contains(addr)).To(BeTrue(), "%s's address %s in the run's block %s", host, addr, block)
+			Expect(seen).NotTo(HaveKey(addr.String()), "%s shares its address", host)
+			seen[addr.String()] = host
+			Expect(env["WIDETP_HOST"]).To(Equal(host))
+			Expect(env["WIDETP_HOSTS"]).To(Equal(fmt.Sprintf("store=%s,a=%s,b=%s", storeAddr, mustAddr(l, "a"), mustAddr(l, "b"))))
+			Expect(env["WIDETP_IPC_ROOT"]).To(Equal(filepath.Join(l.Dir(), host)))
+			Expect(env["TMPDIR"]).To(Equal(filepath.Join(l.Dir(), host, "tmp")))
+			Expect(env["PATH"]).To(Equal("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"), "Docker's default, not the user's")
+			Expect(env["VLLM_LEAK_CHECK"]).To(BeEmpty(), "the harness's VLLM_* variables reach no host")
+			Expect(filepath.Join(l.Dir(), host+".log")).To(BeAnExistingFile())
+
+			ins := inspectLocal(ctx, l, host)
+			Expect(ins.Runtime).To(Equal("local"))
+			Expect(ins.Pid).To(BeNumerically(">", 1))
+			Expect([]int{ins.Pgid, ins.Sid, ins.State.Pid}).To(Equal([]int{ins.Pid, ins.Pid, ins.Pid}), "the program leads its group and session")
+			Expect(ins.Processes).NotTo(BeEmpty())
+			Expect(ins.Processes[0].Pid).To(Equal(ins.Pid))
+			Expect(ins.NetworkSettings.IPAddress).To(Equal(addr.String()))
+			Expect(ins.NetworkSettings.Hosts).To(HaveKeyWithValue("store", storeAddr.String()))
+			Expect(ins.Config.Cmd[0]).To(Equal(ins.Binary))
+			Expect(ins.Config.Env).To(ContainElement("WIDETP_HOST=" + host))
+			Expect(ins.Config.WorkingDir).To(Equal(ins.IPCRoot))
+		}
+	}, SpecTimeout(3*time.Minute))
+
+	It("runs parallel runs side by side on distinct blocks, each store on the same ports, and refuses a run id in use", func(ctx SpecContext) {
+		first, second := newLocal(ctx), newLocal(ctx)
+		Expect(first.Block()).NotTo(Equal(second.Block()))
+		for _, l := range []*harness.Local{first, second} {
+			_, err := l.StartStore(ctx, fakeStore())
+			Expect(err).NotTo(HaveOccurred(), "store of run %s on %s", l.RunID(), l.Block())
+		}
+		_, err := harness.NewLocal(ctx, harness.WithRunID(first.RunID()))
+		Expect(err).To(MatchError(ContainSubstring("another live run has this id")))
+	}, SpecTimeout(2*time.Minute))
+
+	It("expands $(VAR) in a program's arguments from the host's environment", func(ctx SpecContext) {
+		l := newLocal(ctx)
+		Expect(l.StartNodes(ctx, probe("a", "-bind", "tcp://$(WIDETP_LISTEN_IP):5555", "-print-env", "$$(WIDETP_HOST)"))).To(Succeed())
+		logs := logsOfRT(ctx, l, "a")
+		Expect(logs).To(ContainSubstring("bound tcp://" + mustAddr(l, "a").String() + ":5555\n"))
+		Expect(logs).To(ContainSubstring("env $(WIDETP_HOST)=\n"), "$$ is a literal $")
+	}, SpecTimeout(2*time.Minute))
+
+	It("refuses a store that does not listen at its own address", func(ctx SpecContext) {
+		l := newLocal(ctx)
+		_, err := l.StartStore(ctx, harness.NodeSpec{Host: "store", Program: hostprobe(), Ready: readyLine, Ports: []int{7000}})
+		Expect(err).To(MatchError(MatchRegexp(`start store store: port 7000: nothing listens at 127\.\d+\.\d+\.1:7000 \(pass \$\(WIDETP_LISTEN_IP\):7000`)))
+	}, SpecTimeout(2*time.Minute))
+
+	It("stops every process of a paused host, in every process group, and continues them all", func(ctx SpecContext) {
+		l := newLocal(ctx)
+		Expect(l.StartNodes(ctx, probe("a", "-child-bind", "tcp://*:5556", "-child-bind", "tcp://*:5557", "-orphan"))).To(Succeed())
+		before := inspectLocal(ctx, l, "a").Processes
+		groups := map[int]bool{}
+		for _, p := range before {
+			groups[p.Pgid] = true
+		}
+		Expect(len(groups)).To(BeNumerically(">=", 4), "the program, two children and the orphan each lead a group: %+v", before)
+
+		Expect(l.Pause(ctx, "a")).To(Succeed())
+		paused := inspectLocal(ctx, l, "a").Processes
+		Expect(paused).To(HaveLen(len(before)))
+		for _, p := range paused {
+			Expect(p.State).To(Equal("T"), "process %d (%s) of the paused host", p.Pid, p.Comm)
+		}
+		Expect(l.Unpause(ctx, "a")).To(Succeed())
+		for _, p := range inspectLocal(ctx, l, "a").Processes {
+			Expect(p.State).NotTo(Equal("T"), "process %d (%s) after unpause", p.Pid, p.Comm)
+		}
+	}, SpecTimeout(2*time.Minute))
+
+	It("ends what a program leaves behind when it exits, as a container ends with its init", func(ctx SpecContext) {
+		l := newLocal(ctx)
+		Expect(l.StartNodes(ctx, probe("a", "-orphan"))).To(Succeed())
+		m := regexp.MustCompile(`(?m)^orphan (\d+)$`).FindStringSubmatch(logsOfRT(ctx, l, "a"))
+		Expect(m).NotTo(BeNil())
+		pid, _ := strconv.Atoi(m[1])
+		orphan := newProcID(pid)
+		Expect(orphan.running()).To(BeTrue())
+		Expect(l.Kill(ctx, "a", "SIGKILL")).To(Succeed())
+		Eventually(func() string { return stateOf(ctx, l, "a").Status }).WithContext(ctx).WithTimeout(15 * time.Second).Should(Equal("exited"))
+		// The host is "exited" only once its session is empty: no wait is needed here.
+		Expect(orphan.running()).To(BeFalse(), "the orphan %s outlived its host's program", orphan)
+		_, _, _, present := procStat(pid)
+		Expect(present).To(BeFalse(), "the orphan was re-parented to the harness and reaped, not left a zombie")
+	}, SpecTimeout(2*time.Minute))
+
+	It("kills every process of every host at Close, even one that ignores SIGTERM and would outlive its parent", func(ctx SpecContext) {
+		rt, err := harness.NewLocal(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		l := rt.(*harness.Local)
+		open := harness.LiveRuntimes()
+		Expect(l.StartNodes(ctx, probe("a", "-child-bind", "tcp://*:5556", "-orphan"), probe("b", "-orphan"))).To(Succeed())
+		procs := append(processesOf(ctx, l, "a"), processesOf(ctx, l, "b")...)
+		Expect(len(procs)).To(BeNumerically(">=", 5))
+		dir := l.Dir()
+		Expect(l.Close(ctx)).To(Succeed())
+		Expect(allGone(procs)()).To(BeEmpty(), "Close returns once every process is gone")
+		Expect(dir).NotTo(BeAnExistingFile())
+		Expect(harness.LiveRuntimes()).To(Equal(open-1), "Close takes the run out of CloseAll's registry")
+		Expect(l.StartNodes(ctx, probe("c"))).To(MatchError(ContainSubstring("the runtime is closed")))
+	}, SpecTimeout(2*time.Minute))
+
+	It("builds a program once per content hash and runs it from the cache", func(ctx SpecContext) {
+		var progress bytes.Buffer
+		first, second := newLocal(ctx), newLocal(ctx, harness.WithProgress(&progress))
+		Expect(first.StartNodes(ctx, probe("a"))).To(Succeed())
+		Expect(second.StartNodes(ctx, probe("a"))).To(Succeed())
+		a, b := inspectLocal(ctx, first, "a"), inspectLocal(ctx, second, "a")
+		Expect(a.Binary).To(Equal(b.Binary))
+		Expect(a.BinaryHash).To(HaveLen(64))
+		Expect(filepath.Base(a.Binary)).To(Equal("hostprobe-" + a.BinaryHash[:16]))
+		Expect(a.Binary).To(BeAnExistingFile())
+		Expect(progress.String()).NotTo(ContainSubstring("built hostprobe"), "the second run built it again")
+		Expect(progress.String()).To(ContainSubstring("node a up at " + mustAddr(second, "a").String()))
+	}, SpecTimeout(3*time.Minute))
+
+	It("shows the compiler's output when a program does not build, and starts nothing", func(ctx SpecContext) {
+		l := newLocal(ctx)
+		p := harness.Program{Name: "broken", Package: "./harness/testdata/broken", Cgo: true, Dockerfile: []byte("FROM scratch\n")}
+		err := l.StartNodes(ctx, harness.NodeSpec{Host: "a", Program: p}, probe("b"))
+		var be *harness.ImageBuildError
+		Expect(errors.As(err, &be)).To(BeTrue(), "error %v", err)
+		Expect(be.Step).To(Equal("go build"))
+		Expect(err.Error()).To(ContainSubstring("undefined: undefinedOnPurpose"))
+		Expect(harness.Infrastructure(err)).To(BeTrue())
+		Expect(l.Hosts()).To(BeEmpty())
+		Expect(l.StartNodes(ctx, probe("a"))).To(Succeed(), "a failed plan releases its names")
+	}, SpecTimeout(3*time.Minute))
+})
+
+func mustAddr(l *harness.Local, host string) netip.Addr {
+	a, err := l.Address(host)
+	Expect(err).NotTo(HaveOccurred())
+	return a
+}
