@@ -22,9 +22,6 @@ type replica struct {
 	from  string
 	ref   *report.Process
 	ok    bool
-	// barriers are the BarrierKeys of every rendezvous a member recorded: replicas that share
-	// one belong to one deployment (see deployments).
-	barriers []string
 }
 
 // replicas groups procs (in ID order) by Replica and owning engine, in replica-name order.
@@ -74,15 +71,6 @@ func replicas(procs []report.Process) []*replica {
 	for _, name := range sortedKeys(byName) {
 		r := byName[name]
 		r.index, r.ref, r.from, r.ok = replicaIndex(r)
-		seen := map[string]bool{}
-		for _, p := range r.members {
-			for _, rz := range p.Rendezvous {
-				if k := report.BarrierKey(p.Host, rz.Address); !seen[k] {
-					seen[k] = true
-					r.barriers = append(r.barriers, k)
-				}
-			}
-		}
 		out = append(out, r)
 	}
 	return out
@@ -133,20 +121,26 @@ func deployments(rs []*replica) (groups [][]*replica, unplaced []*replica) {
 		}
 		return i
 	}
+	// first maps each barrier (its report.BarrierKey) to the first replica seen at it.
 	first := map[string]int{}
+	placed := make([]bool, len(rs))
 	for i, r := range rs {
-		for _, b := range r.barriers {
-			if j, ok := first[b]; ok {
-				parent[find(i)] = find(j)
-			} else {
-				first[b] = i
+		for _, p := range r.members {
+			for _, rz := range p.Rendezvous {
+				b := report.BarrierKey(p.Host, rz.Address)
+				placed[i] = true
+				if j, ok := first[b]; ok {
+					parent[find(i)] = find(j)
+				} else {
+					first[b] = i
+				}
 			}
 		}
 	}
 	byRoot := map[int][]*replica{}
 	var roots []int
 	for i, r := range rs {
-		if len(r.barriers) == 0 {
+		if !placed[i] {
 			unplaced = append(unplaced, r)
 			continue
 		}

@@ -1,6 +1,9 @@
 package report
 
-import "net"
+import (
+	"net"
+	"strings"
+)
 
 // BarrierKey names the barrier that a process on host meets at address (host:port, as
 // Rendezvous.Address records it): the address itself, or, when its host is a loopback address
@@ -15,6 +18,10 @@ func BarrierKey(host, address string) string {
 	}
 	if h == "localhost" {
 		return address + "@" + host
+	}
+	// A host name (the common case) is no IP: skip parsing, which allocates.
+	if h == "" || (h[0] < '0' || h[0] > '9') && !strings.Contains(h, ":") {
+		return address
 	}
 	if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
 		return address + "@" + host
