@@ -98,7 +98,9 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 	}
 	d := &Docker{cfg: cfg, owner: owner, machine: owner.Machine, provider: provider, api: provider.Client(), nodes: map[string]*dockerNode{}}
 	if cfg.sweep {
-		s, err := sweep(ctx, d.api, func(o Owner) bool { return o.Alive(d.machine) })
+		sctx, cancel := context.WithTimeout(ctx, cfg.opTimeout)
+		s, err := sweep(sctx, d.api, func(o Owner) bool { return o.Alive(d.machine) })
+		cancel()
 		if err != nil {
 			provider.Close()
 			return nil, fmt.Errorf("sweep leftovers of earlier runs: %w", err)
@@ -508,6 +510,8 @@ func (d *Docker) node(host string) (*dockerNode, error) {
 
 // Stop implements Runtime.
 func (d *Docker) Stop(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return fmt.Errorf("stop %w", err)
@@ -521,6 +525,8 @@ func (d *Docker) Stop(ctx context.Context, host string) error {
 
 // Kill implements Runtime.
 func (d *Docker) Kill(ctx context.Context, host, signal string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return fmt.Errorf("kill %w", err)
@@ -533,6 +539,8 @@ func (d *Docker) Kill(ctx context.Context, host, signal string) error {
 
 // Pause implements Runtime.
 func (d *Docker) Pause(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return fmt.Errorf("pause %w", err)
@@ -545,6 +553,8 @@ func (d *Docker) Pause(ctx context.Context, host string) error {
 
 // Unpause implements Runtime.
 func (d *Docker) Unpause(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return fmt.Errorf("unpause %w", err)
@@ -562,13 +572,15 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 		return fmt.Errorf("restart %w", err)
 	}
 	grace := d.cfg.stopGrace
-	if err := n.ctr.Stop(ctx, &grace); err != nil {
+	stopCtx, cancelStop := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancelStop()
+	if err := n.ctr.Stop(stopCtx, &grace); err != nil {
 		return fmt.Errorf("restart host %s: stop: %w", host, err)
 	}
 	seen := 0
 	if n.spec.Ready != nil {
 		// The container is stopped: its output is complete, so this count is exact.
-		if seen, err = d.countLines(ctx, n.id, n.spec.Ready); err != nil {
+		if seen, err = d.countLines(stopCtx, n.id, n.spec.Ready); err != nil {
 			return fmt.Errorf("restart host %s: read logs: %w", host, err)
 		}
 	}
@@ -582,6 +594,8 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 
 // State implements Runtime.
 func (d *Docker) State(ctx context.Context, host string) (State, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return State{}, fmt.Errorf("state of %w", err)
@@ -599,6 +613,8 @@ func (d *Docker) State(ctx context.Context, host string) (State, error) {
 
 // Logs implements Runtime.
 func (d *Docker) Logs(ctx context.Context, host string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return nil, fmt.Errorf("logs of %w", err)
@@ -647,6 +663,8 @@ func lastLines(s string, n int) []string {
 // IPCDir implements Runtime: it runs the ipcls helper inside the container, since a scratch image
 // has no ls and the engine's archive API does not see into a tmpfs.
 func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of %w", err)
@@ -671,6 +689,8 @@ func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error
 
 // Inspect implements Runtime: the engine's own JSON, indented.
 func (d *Docker) Inspect(ctx context.Context, host string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
+	defer cancel()
 	n, err := d.node(host)
 	if err != nil {
 		return nil, fmt.Errorf("inspect %w", err)
@@ -707,7 +727,12 @@ func (d *Docker) Hosts() []string {
 
 // Close implements Runtime: containers go first (at once: a forced remove kills; a graceful end
 // is the caller's Stop), then the network, then the scratch directory.
+//
+// Close runs even when ctx is already done (a teardown after an interrupt or a spec timeout must
+// still remove the run), bounded by the op timeout instead.
 func (d *Docker) Close(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.opTimeout)
+	defer cancel()
 	d.mu.Lock()
 	d.closed = true
 	var steps []func() error

@@ -83,6 +83,16 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(ins.HostConfig.Tmpfs).To(HaveKey("/tmp"))
 	}, SpecTimeout(2*time.Minute))
 
+	It("removes the run on Close even when the caller's context is already done", func(ctx SpecContext) {
+		d := newRun(ctx)
+		Expect(d.StartNodes(ctx, node("a"), node("b"))).To(Succeed())
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		Expect(d.Close(done)).To(Succeed())
+		c, n := labelled(ctx, engine(), d.RunID())
+		Expect([]int{c, n}).To(Equal([]int{0, 0}))
+	}, SpecTimeout(2*time.Minute))
+
 	It("labels every container, the network and the image with the run and its owner", func(ctx SpecContext) {
 		d := newRun(ctx)
 		Expect(d.StartNodes(ctx, node("a"), node("b"))).To(Succeed())

@@ -25,6 +25,11 @@ type config struct {
 	// stopGrace is how long Stop waits after SIGTERM before SIGKILL. 5 s: a node's processes end on
 	// SIGTERM in milliseconds; longer only delays teardown of a wedged one.
 	stopGrace time.Duration
+	// opTimeout bounds each single operation on a started host (stop, kill, pause, logs, listing,
+	// inspect, removal) when the caller's context has no nearer deadline. 60 s: an engine answers
+	// in milliseconds and a stop takes at most stopGrace (validate keeps it under this); beyond
+	// that the engine is wedged and the caller must hear so.
+	opTimeout time.Duration
 	// pingTimeout bounds the engine check. 5 s: a local engine answers in milliseconds; a wedged
 	// socket must not hang the CLI.
 	pingTimeout time.Duration
@@ -44,6 +49,7 @@ func defaultConfig() config {
 	return config{
 		startTimeout: 60 * time.Second,
 		stopGrace:    5 * time.Second,
+		opTimeout:    60 * time.Second,
 		pingTimeout:  5 * time.Second,
 		buildTimeout: 10 * time.Minute,
 		logTail:      20,
@@ -68,6 +74,9 @@ func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.start
 
 // WithStopGrace sets how long Stop waits between SIGTERM and SIGKILL.
 func WithStopGrace(d time.Duration) Option { return func(c *config) { c.stopGrace = d } }
+
+// WithOpTimeout bounds each single operation on a started host.
+func WithOpTimeout(d time.Duration) Option { return func(c *config) { c.opTimeout = d } }
 
 // WithPingTimeout bounds the engine check.
 func WithPingTimeout(d time.Duration) Option { return func(c *config) { c.pingTimeout = d } }
@@ -98,10 +107,13 @@ func (c *config) validate() error {
 	if !runIDPattern.MatchString(c.runID) {
 		errs = append(errs, fmt.Errorf("run id %q: want [a-z0-9-], at most 40 (it names Docker resources)", c.runID))
 	}
-	for name, d := range map[string]time.Duration{"start timeout": c.startTimeout, "stop grace": c.stopGrace, "ping timeout": c.pingTimeout, "build timeout": c.buildTimeout} {
+	for name, d := range map[string]time.Duration{"start timeout": c.startTimeout, "stop grace": c.stopGrace, "ping timeout": c.pingTimeout, "op timeout": c.opTimeout, "build timeout": c.buildTimeout} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must be positive", name, d))
 		}
+	}
+	if c.opTimeout > 0 && c.stopGrace >= c.opTimeout {
+		errs = append(errs, fmt.Errorf("stop grace %s: must be shorter than the op timeout %s", c.stopGrace, c.opTimeout))
 	}
 	if c.logTail <= 0 {
 		errs = append(errs, fmt.Errorf("log tail %d: must be positive", c.logTail))

@@ -24,6 +24,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "run id too long", opts: []Option{WithRunID(strings.Repeat("a", 41))}, wantErr: "at most 40"},
 		{name: "zero start timeout", opts: []Option{WithStartTimeout(0)}, wantErr: "start timeout 0s: must be positive"},
 		{name: "negative grace", opts: []Option{WithStopGrace(-time.Second)}, wantErr: "stop grace -1s"},
+		{name: "grace longer than an operation", opts: []Option{WithStopGrace(time.Minute), WithOpTimeout(30 * time.Second)}, wantErr: "stop grace 1m0s: must be shorter than the op timeout 30s"},
+		{name: "zero op timeout", opts: []Option{WithOpTimeout(0)}, wantErr: "op timeout 0s: must be positive"},
 		{name: "zero log tail", opts: []Option{WithLogTail(0)}, wantErr: "log tail 0"},
 		{name: "module root without go.mod", opts: []Option{WithModuleRoot(t.TempDir())}, wantErr: "go.mod"},
 	}
