@@ -341,6 +341,8 @@ func (l *Local) host(name string) (*localHost, error) {
 // Stop implements Runtime: SIGTERM to the program's process group, then, after the stop grace,
 // SIGKILL to every process of the host. A stopped host stays stopped (no error), as in Docker.
 func (l *Local) Stop(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.opTimeout)
+	defer cancel()
 	h, err := l.host(host)
 	if err != nil {
 		return fmt.Errorf("stop %w", err)
@@ -371,6 +373,8 @@ func (l *Local) Kill(ctx context.Context, host, signal string) error {
 // Pause implements Runtime: SIGSTOP to every process group of the host, until every process of it
 // is stopped. Peers see a silent host, as with the cgroup freezer.
 func (l *Local) Pause(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.opTimeout)
+	defer cancel()
 	h, err := l.host(host)
 	if err != nil {
 		return fmt.Errorf("pause %w", err)
@@ -403,7 +407,10 @@ func (l *Local) Restart(ctx context.Context, host string) error {
 	}
 	h.setRestarting(true)
 	defer h.setRestarting(false)
-	if err := l.stop(ctx, h, h.current()); err != nil {
+	stopCtx, cancelStop := context.WithTimeout(ctx, l.cfg.opTimeout)
+	err = l.stop(stopCtx, h, h.current())
+	cancelStop()
+	if err != nil {
 		return fmt.Errorf("restart host %s: stop: %w", host, err)
 	}
 	sctx, cancel := context.WithTimeoutCause(ctx, l.cfg.startTimeout, errStartTimeout)
@@ -470,6 +477,10 @@ func (l *Local) Hosts() []string {
 // host whose processes do not end keeps the run open: its error names them, and Close may be
 // called again.
 func (l *Local) Close(ctx context.Context) error {
+	// The run goes even when the caller's context is done (a spec past its deadline, a CLI after
+	// Ctrl-C): the SIGKILLs go out at once, and the wait for their end is bounded by opTimeout.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.opTimeout)
+	defer cancel()
 	l.closeMu.Lock()
 	defer l.closeMu.Unlock()
 	l.mu.Lock()

@@ -244,6 +244,16 @@ func runtimeConformance(r runtimeUnderTest) bool {
 			Expect(stateOf(ctx, rt, "b").Status).To(Equal("running"))
 		}, SpecTimeout(3*time.Minute))
 
+		It("removes the run on Close even when the caller's context is already done", func(ctx SpecContext) {
+			rt := newRun(ctx)
+			Expect(rt.StartNodes(ctx, probe("a"), probe("b", "-child-bind", "tcp://*:5556"))).To(Succeed())
+			check := r.leftovers(ctx, rt)
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			Expect(rt.Close(done)).To(Succeed())
+			Expect(check(ctx)).To(BeEmpty())
+		}, SpecTimeout(2*time.Minute))
+
 		It("describes every host as JSON with its host name and state", func(ctx SpecContext) {
 			rt := newRun(ctx)
 			Expect(rt.StartNodes(ctx, probe("a"), probe("b"))).To(Succeed())

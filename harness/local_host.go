@@ -382,10 +382,6 @@ func (l *Local) stop(ctx context.Context, h *localHost, in *localInstance) error
 	}
 }
 
-// pauseBound bounds freezing a host: every process stops within milliseconds of SIGSTOP unless
-// it is in uninterruptible sleep.
-const pauseBound = 10 * time.Second
-
 func (h *localHost) pause(ctx context.Context) error {
 	h.mu.Lock()
 	in, paused := h.inst, h.paused
@@ -396,8 +392,6 @@ func (h *localHost) pause(ctx context.Context) error {
 	if paused {
 		return errors.New("already paused")
 	}
-	ctx, cancel := context.WithTimeout(ctx, pauseBound)
-	defer cancel()
 	in.sigMu.Lock()
 	var err error
 	if in.reaped {
