@@ -45,13 +45,14 @@ type registry struct {
 	reports    map[string]report.Process
 	posts      map[string]int
 	reportLog  []report.Process
+	nodes      map[string]api.NodeStatus
 }
 
 // regKey names a registration: a metadata key of a kind, or a segment id.
 type regKey struct{ kind, key string }
 
 func newRegistry() *registry {
-	return &registry{regs: map[regKey]*api.Registration{}, reports: map[string]report.Process{}, posts: map[string]int{}}
+	return &registry{regs: map[regKey]*api.Registration{}, reports: map[string]report.Process{}, posts: map[string]int{}, nodes: map[string]api.NodeStatus{}}
 }
 
 func (r *registry) get(kind, key, name string) *api.Registration {
@@ -117,5 +118,24 @@ func (r *registry) latestReports() []report.Process {
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// setNode keeps a node's status unless a newer one (a higher Seq) is already there: a node's
+// posts may overtake each other on separate connections.
+func (r *registry) setNode(st api.NodeStatus) {
+	if old, ok := r.nodes[st.Host]; ok && old.Seq > st.Seq {
+		return
+	}
+	r.nodes[st.Host] = st
+}
+
+func (r *registry) nodeList() []api.NodeStatus {
+	out := make([]api.NodeStatus, 0, len(r.nodes))
+	for _, st := range r.nodes {
+		st.Pending = append([]string(nil), st.Pending...)
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
 	return out
 }

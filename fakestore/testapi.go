@@ -20,6 +20,8 @@ import (
 //	POST   /_widetp/reports        one report.Process (JSON); the latest per id is kept, and all posts
 //	GET    /_widetp/reports        the latest record of every process ([]report.Process, by id);
 //	                               ?history=1 every post in arrival order
+//	POST   /_widetp/nodes          one api.NodeStatus (JSON); the latest per host is kept
+//	GET    /_widetp/nodes          the latest status of every node ([]api.NodeStatus, by host)
 //	GET    /_widetp/registrations  {"registrations":[...],"duplicates":[...]}
 //	GET    /_widetp/events         ?since=<seq>&wait=<duration>: api.EventsResponse, long-polled
 //	GET    /_widetp/snapshot       api.Snapshot
@@ -93,6 +95,33 @@ func (s *Server) serveTest(x *exchange, r *http.Request) {
 		n := s.reg.addReport(p)
 		s.mu.Unlock()
 		writeJSON(x, http.StatusOK, map[string]any{"id": p.ID, "posts": n})
+	case "nodes":
+		if !allow(http.MethodGet, http.MethodPost) {
+			return
+		}
+		if r.Method == http.MethodGet {
+			writeJSON(x, http.StatusOK, s.Nodes())
+			return
+		}
+		body, _, err := readBody(r, s.cfg.MaxBody)
+		if err != nil {
+			writeTestError(x, http.StatusBadRequest, "read node status body: %v", err)
+			return
+		}
+		var st api.NodeStatus
+		if err := decodeStrict(body, &st); err != nil {
+			writeTestError(x, http.StatusBadRequest, "decode node status: %v", err)
+			return
+		}
+		if st.Host == "" {
+			writeTestError(x, http.StatusBadRequest, "node status has no host")
+			return
+		}
+		x.key = st.Host
+		s.mu.Lock()
+		s.reg.setNode(st)
+		s.mu.Unlock()
+		writeJSON(x, http.StatusOK, struct{}{})
 	case "registrations":
 		if !allow(http.MethodGet) {
 			return
@@ -298,6 +327,13 @@ func (s *Server) ReportHistory() []report.Process {
 	return append([]report.Process{}, s.reg.reportLog...)
 }
 
+// Nodes returns the latest status every node posted, by host.
+func (s *Server) Nodes() []api.NodeStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reg.nodeList()
+}
+
 // Registrations returns every registration and duplicate-name event.
 func (s *Server) Registrations() ([]api.Registration, []api.Duplicate) {
 	s.mu.Lock()
@@ -319,7 +355,7 @@ func (s *Server) Snapshot() api.Snapshot {
 		ViewVersion: s.m.viewVersion, Metadata: map[string]string{}, Segments: []api.MountedSegment{},
 		Clients: []api.ClientState{}, Objects: []api.Object{}, Registrations: s.reg.list(),
 		Duplicates: append([]api.Duplicate{}, s.reg.duplicates...), Reports: s.reg.latestReports(),
-		ReportHistory: append([]report.Process{}, s.reg.reportLog...), Faults: faults, Events: evs, LastSeq: last,
+		ReportHistory: append([]report.Process{}, s.reg.reportLog...), Nodes: s.reg.nodeList(), Faults: faults, Events: evs, LastSeq: last,
 	}
 	for k, v := range s.meta.values {
 		snap.Metadata[k] = string(v)

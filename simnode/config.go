@@ -48,8 +48,11 @@ type Config struct {
 	// Profile is the vLLM behaviour to reproduce (vllm.Profile: a named profile and its changes).
 	Profile json.RawMessage `json:"profile,omitempty"`
 	// Env is the environment vLLM sees, over the vLLM variables of the process environment.
-	Env  map[string]string `json:"env,omitempty"`
-	Seed int64             `json:"seed,omitempty"`
+	Env map[string]string `json:"env,omitempty"`
+	// Seed makes a run reproducible: the model draws the KV engine_ids from it (vllm.Options.Seed,
+	// so a harness passes the scenario name, as explain does), and each process its ports and
+	// lookup nonces.
+	Seed string `json:"seed,omitempty"`
 	// Store holds the fake Mooncake store's base URLs.
 	Store    StoreURLs `json:"store"`
 	Timeouts Timeouts  `json:"timeouts,omitempty"`

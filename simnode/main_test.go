@@ -228,7 +228,7 @@ func (s *store) config(host string) simnode.Config {
 	return simnode.Config{
 		Host:  host,
 		Store: s.urls,
-		Seed:  1,
+		Seed:  "1",
 		Timeouts: simnode.Timeouts{
 			Rendezvous: simnode.Duration(10 * time.Second),
 			Lookup:     simnode.Duration(2 * time.Second),

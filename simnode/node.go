@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,8 +82,7 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	}
 	log := slog.New(slog.NewTextHandler(opts.Stderr, nil)).With("host", cfg.Host)
 
-	store, err := client.New(client.WithMetadataURL(cfg.Store.Metadata), client.WithMasterURL(cfg.Store.Master),
-		client.WithAdminURL(cfg.Store.Admin), client.WithRetries(0))
+	store, err := newStoreClient(cfg.Store, rt, client.WithRetries(0))
 	if err != nil {
 		return ExitBadInput, fmt.Errorf("node %s: %w", cfg.Host, err)
 	}
@@ -122,7 +120,7 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 		defer tearingDown.Unlock()
 		return teardown
 	}
-	spec := procSpec{Host: cfg.Host, Runtime: rt, Store: cfg.Store, Timeouts: cfg.Timeouts, Seed: cfg.Seed, Sequencer: seq.ln.Addr().String()}
+	spec := procSpec{Host: cfg.Host, Runtime: rt, Store: cfg.Store, Timeouts: cfg.Timeouts, Seed: seedNumber(cfg.Seed), Sequencer: seq.ln.Addr().String()}
 	fam := newFamily(familyConfig{
 		exe:      opts.Executable,
 		setpgid:  true,
@@ -135,18 +133,26 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	})
 	var startErr error
 	started := 0
+	failedStart := map[string]bool{}
 	for _, top := range plan.Commands {
 		if _, err := fam.start(top); err != nil {
 			startErr = errors.Join(startErr, err)
 			seq.exited(top.Identity.ID)
+			failedStart[top.Identity.ID] = true
 			continue
 		}
 		started++
 	}
+	// The node's status on the store tells a harness when nothing more happens here by itself.
+	status := newStatusPoster(store, time.Duration(cfg.Timeouts.Store), log)
+	defer status.close()
+	postStatus := func() { status.update(nodeStatus(cfg.Host, plan, fam.view(), failedStart)) }
+	postStatus()
 	fmt.Fprintf(opts.Stdout, "%s%s up: %d commands\n", ReadyLine, cfg.Host, started)
 
 	var bound <-chan time.Time
 	for len(fam.live()) > 0 {
+		postStatus()
 		select {
 		case <-fam.events:
 		case <-fam.changed:
@@ -181,6 +187,7 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 		}
 		break
 	}
+	postStatus()
 	if startErr != nil {
 		return ExitInfra, fmt.Errorf("node %s: %w", cfg.Host, startErr)
 	}
@@ -244,7 +251,7 @@ func planNode(cfg *Config, environ []string) (*vllm.NodePlan, error) {
 	}
 	return vllm.PlanNode(
 		vllm.Node{Host: cfg.Host, GPUs: gpus, Env: modelEnv(environ, cfg.Env), Commands: cfg.Commands},
-		vllm.Options{Model: vllm.Model{Name: cfg.Model.Name, MoE: cfg.Model.MoE}, Profile: profile, Seed: strconv.FormatInt(cfg.Seed, 10)})
+		vllm.Options{Model: vllm.Model{Name: cfg.Model.Name, MoE: cfg.Model.MoE}, Profile: profile, Seed: cfg.Seed})
 }
 
 // DefaultGPUs is a node's GPU count when its config gives none (design.md: gpus_per_node 8).

@@ -195,8 +195,7 @@ const (
 
 func (p *proc) run(dec *json.Decoder, sigs <-chan os.Signal) int {
 	_, _, st := p.timeouts()
-	store, err := client.New(client.WithMetadataURL(p.spec.Store.Metadata), client.WithMasterURL(p.spec.Store.Master),
-		client.WithAdminURL(p.spec.Store.Admin), client.WithBackoff(st/20))
+	store, err := newStoreClient(p.spec.Store, p.spec.Runtime, client.WithBackoff(st/20))
 	if err != nil {
 		return p.die(&pyError{Exception: "RuntimeError: " + err.Error(), Where: "connect_store"})
 	}

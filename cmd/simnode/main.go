@@ -22,7 +22,7 @@ Runs one simulated vLLM host until its processes exit; SIGTERM or SIGINT tears t
 The node's JSON config comes from --config FILE, or else from $WIDETP_NODE_CONFIG:
   {"host": "r0-head", "gpus": 8, "commands": ["vllm serve ..."],
    "model": {"name": "org/Model", "moe": true}, "profile": "main",  (a name, or a vllm.Profile object)
-   "env": {"VLLM_RPC_BASE_PATH": "/tmp"}, "seed": 1,
+   "env": {"VLLM_RPC_BASE_PATH": "/tmp"}, "seed": "scenario-name",
    "store": {"metadata": "http://store:8080", "master": "http://store:50052", "admin": "http://store:9003"},
    "timeouts": {"rendezvous": "60s", "lookup": "2s", "store": "5s"}}
 

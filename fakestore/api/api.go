@@ -315,9 +315,32 @@ type Snapshot struct {
 	Duplicates      []Duplicate       `json:"duplicates"`
 	Reports         []report.Process  `json:"reports"`
 	ReportHistory   []report.Process  `json:"report_history"`
+	// Nodes is the latest status every simulated node posted, by host.
+	Nodes []NodeStatus `json:"nodes"`
 	Faults          []Fault           `json:"faults"`
 	Events          []Event           `json:"events"`
 	LastSeq         uint64            `json:"last_seq"`
+}
+
+// NodeStatus is what a simulated node's supervisor says of its processes as a whole (POST
+// /_widetp/nodes): a harness waits on these, not on a list of processes it expects, so that a run
+// that differs from any prediction still ends and shows how it differs.
+type NodeStatus struct {
+	Host string `json:"host"`
+	// Settled is true when nothing more happens on the node by itself: every process that started
+	// is ready or has exited, none that could still start will, and no process is about to react
+	// to a child's failure.
+	Settled bool `json:"settled"`
+	// Processes counts the processes that reported so far; Ready the live ones that finished
+	// their start-up; Exited the ones that ended.
+	Processes int `json:"processes"`
+	Ready     int `json:"ready"`
+	Exited    int `json:"exited"`
+	// Pending names the processes that keep the node from settling (at most a few), for a
+	// harness's time-out message.
+	Pending []string `json:"pending,omitempty"`
+	// Seq counts the node's posts, so that a reader can tell a newer status from an older one.
+	Seq int `json:"seq"`
 }
 
 // Fault kinds.

@@ -35,6 +35,22 @@ func (c *Client) ReportHistory(ctx context.Context) ([]report.Process, error) {
 	return out, err
 }
 
+// PostNodeStatus sends a node's status. Not retried once sent: the node posts again on its next
+// change, and a reader keeps the highest Seq.
+func (c *Client) PostNodeStatus(ctx context.Context, st api.NodeStatus) error {
+	if err := c.sendJSON(ctx, http.MethodPost, api.TestPrefix+"nodes", st, http.StatusOK, nil, false); err != nil {
+		return fmt.Errorf("post status of node %s: %w", st.Host, err)
+	}
+	return nil
+}
+
+// NodeStatuses returns the latest status of every node that posted one, by host.
+func (c *Client) NodeStatuses(ctx context.Context) ([]api.NodeStatus, error) {
+	var out []api.NodeStatus
+	err := c.getJSON(ctx, api.TestPrefix+"nodes", &out)
+	return out, err
+}
+
 // Registrations returns every registration and every duplicate-name event.
 func (c *Client) Registrations(ctx context.Context) ([]api.Registration, []api.Duplicate, error) {
 	var out struct {

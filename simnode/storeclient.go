@@ -1,0 +1,44 @@
+package simnode
+
+import (
+	"context"
+	"hash/fnv"
+	"net"
+	"net/http"
+
+	"github.com/widetp/widetp/fakestore/client"
+)
+
+// newStoreClient is a client of the fake store at urls whose host names resolve through
+// WIDETP_HOSTS first, so that a harness can name the store by its host ("http://store:9003") on
+// every runtime — Docker's DNS in a container, the host map in a local run, where "store" is no
+// DNS name.
+func newStoreClient(urls StoreURLs, rt Runtime, opts ...client.Option) (*client.Client, error) {
+	if len(rt.Hosts) > 0 {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// As the client's own default transport: many processes' steady posts never re-dial.
+		t.MaxIdleConns = 512
+		t.MaxIdleConnsPerHost = 128
+		var d net.Dialer
+		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			// Only the map: unlike a rendezvous address, a loopback store address is the
+			// harness's own, not this host's.
+			if host, port, err := net.SplitHostPort(addr); err == nil {
+				if ip, ok := rt.Hosts[host]; ok {
+					addr = net.JoinHostPort(ip, port)
+				}
+			}
+			return d.DialContext(ctx, network, addr)
+		}
+		opts = append([]client.Option{client.WithHTTPClient(&http.Client{Transport: t})}, opts...)
+	}
+	opts = append(opts, client.WithMetadataURL(urls.Metadata), client.WithMasterURL(urls.Master), client.WithAdminURL(urls.Admin))
+	return client.New(opts...)
+}
+
+// seedNumber turns a node's seed into the number each process seeds its random source with.
+func seedNumber(seed string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(seed))
+	return int64(h.Sum64())
+}
