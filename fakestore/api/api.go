@@ -315,11 +315,11 @@ type Snapshot struct {
 	Duplicates      []Duplicate       `json:"duplicates"`
 	Reports         []report.Process  `json:"reports"`
 	ReportHistory   []report.Process  `json:"report_history"`
-	// Nodes is the latest status every simulated node posted, by host.
-	Nodes []NodeStatus `json:"nodes"`
 	Faults          []Fault           `json:"faults"`
 	Events          []Event           `json:"events"`
 	LastSeq         uint64            `json:"last_seq"`
+	// Nodes is the latest status every simulated node posted, by host.
+	Nodes []NodeStatus `json:"nodes"`
 }
 
 // NodeStatus is what a simulated node's supervisor says of its processes as a whole (POST
