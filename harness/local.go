@@ -485,9 +485,15 @@ func (l *Local) Close(ctx context.Context) error {
 	defer l.closeMu.Unlock()
 	l.mu.Lock()
 	l.closed = true
-	var steps []func() error
+	hosts := make([]*localHost, 0, len(l.order))
 	for _, n := range l.order {
-		h := l.hosts[n]
+		hosts = append(hosts, l.hosts[n])
+	}
+	l.mu.Unlock()
+	errs := []error{killHosts(hosts)}
+	var steps []func() error
+	for _, h := range hosts {
+		n := h.name
 		steps = append(steps, func() error {
 			if err := h.close(ctx); err != nil {
 				return fmt.Errorf("remove host %s: %w", n, err)
@@ -498,8 +504,7 @@ func (l *Local) Close(ctx context.Context) error {
 			return nil
 		})
 	}
-	l.mu.Unlock()
-	errs := []error{runConcurrently(steps)}
+	errs = append(errs, runConcurrently(steps))
 	l.mu.Lock()
 	remaining, dir := len(l.hosts), l.dir
 	if remaining == 0 {

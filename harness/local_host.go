@@ -149,6 +149,15 @@ func (l *Local) spawn(h *localHost, bin localBinary, fresh bool) (*localInstance
 	}
 	in.pid = in.cmd.Process.Pid
 	in.started = time.Now()
+	if err := recordSession(filepath.Dir(h.root), in.pid); err != nil {
+		// Without the record a sweep could not find what this host leaves if the harness is
+		// killed: better no host than one that may leak.
+		// The watcher reaps it once this returns (it takes h.mu).
+		_ = syscall.Kill(-in.pid, syscall.SIGKILL)
+		go in.copyOutput(h.log, nil)
+		go in.watch(h)
+		return nil, fmt.Errorf("record its session: %w", err)
+	}
 	h.bin, h.inst, h.paused = bin, in, false
 	go in.copyOutput(h.log, h.spec.Ready)
 	go in.watch(h)
@@ -216,7 +225,7 @@ func (in *localInstance) watch(h *localHost) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), teardownBound)
 	if err := endSession(ctx, in.pid, in.pid); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("end what pid %d left in its session: %w", in.pid, err))
 	}
 	cancel()
 	in.sigMu.Lock()
@@ -448,17 +457,45 @@ func (h *localHost) state() State {
 	}
 }
 
-// close kills every process of the host, waits until they are gone (bounded by ctx), and closes
-// its log. A start racing with it fails: closed is set first.
+// killHosts marks hosts closed, so that no start races with their end, and SIGKILLs every
+// process of every one with one scan of /proc. Each host's watcher then ends what is left.
+func killHosts(hosts []*localHost) error {
+	sids := map[int]bool{}
+	var locked []*localInstance
+	for _, h := range hosts {
+		h.mu.Lock()
+		h.closed = true
+		in := h.inst
+		h.mu.Unlock()
+		if in == nil {
+			continue
+		}
+		// Held until the signals are out: no leader is reaped meanwhile (see sigMu).
+		in.sigMu.Lock()
+		locked = append(locked, in)
+		if !in.reaped {
+			sids[in.pid] = true
+		}
+	}
+	defer func() {
+		for _, in := range locked {
+			in.sigMu.Unlock()
+		}
+	}()
+	if len(sids) == 0 {
+		return nil
+	}
+	_, err := signalSessions(sids, syscall.SIGKILL)
+	return err
+}
+
+// close waits until every process of the host is gone (bounded by ctx), after killHosts, and
+// closes its log.
 func (h *localHost) close(ctx context.Context) error {
 	h.mu.Lock()
-	h.closed = true
 	in := h.inst
 	h.mu.Unlock()
 	if in != nil && !in.exited() {
-		if err := in.signalSession(syscall.SIGKILL); err != nil {
-			return err
-		}
 		select {
 		case <-in.done:
 		case <-ctx.Done():

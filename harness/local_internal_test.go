@@ -3,8 +3,10 @@
 package harness
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -228,5 +230,65 @@ func TestSweepLocal(t *testing.T) {
 	}
 	if n, err := sweepLocal(filepath.Join(base, "missing"), me.Machine); n != 0 || err != nil {
 		t.Errorf("sweep of a missing base: %d, %v", n, err)
+	}
+}
+
+func TestSweepEndsWhatADeadRunLeft(t *testing.T) {
+	base := t.TempDir()
+	me, err := CurrentOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := Owner{Machine: me.Machine, PID: me.PID, Start: me.Start + 1}
+	// A leftover: a process in a session of its own, as a host's daemon would be.
+	left := exec.Command("sleep", "600")
+	left.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer left.Process.Kill()
+	leftStart, err := processStart(left.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A bystander whose pid a dead run recorded with another start time: the number was handed
+	// out again, and the session is not the dead run's.
+	bystander := exec.Command("sleep", "600")
+	bystander.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := bystander.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { bystander.Process.Kill(); bystander.Wait() }()
+	runs := map[string]string{
+		"dead-run": fmt.Sprintf("%d %d\n%d %d\n", left.Process.Pid, leftStart, bystander.Process.Pid, leftStart+12345),
+		"garbled":  "not a session\n",
+	}
+	for name, sessions := range runs {
+		d := filepath.Join(base, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(dead.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, sessionsFile), []byte(sessions), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := sweepLocal(base, me.Machine)
+	if n != 1 || err == nil || !strings.Contains(err.Error(), `.sessions line 1 "not a session"`) {
+		t.Fatalf("swept %d, %v; want 1 and an error naming the garbled line", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "garbled")); err != nil {
+		t.Errorf("a run whose leftovers are unknown was removed: %v", err)
+	}
+	// The sweep returned once the leftover was dead; as this process's child it was reaped too.
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", left.Process.Pid)); err == nil {
+		if st, err := parseProcStat(string(b)); err == nil && st.live() {
+			t.Errorf("the leftover still runs: %+v", st)
+		}
+	}
+	if err := bystander.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the bystander was killed: %v", err)
 	}
 }

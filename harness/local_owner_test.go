@@ -11,6 +11,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -35,10 +38,14 @@ func init() {
 
 // ownerReport is what the owner reports: every process of every host, and its run directory.
 type ownerReport struct {
-	Dir   string
-	Pids  []int
-	RunID string
+	Dir  string
+	Pids []int
+	// Orphans are the pids (among Pids) of the processes that do not die with their parent.
+	Orphans []int
+	RunID   string
 }
+
+var orphanLine = regexp.MustCompile(`(?m)^orphan (\d+)$`)
 
 func runLocalOwner(mode string) int {
 	fail := func(err error) int { fmt.Fprintln(os.Stderr, "owner:", err); return 1 }
@@ -62,12 +69,9 @@ func runLocalOwner(mode string) int {
 	if _, err := rt.StartStore(ctx, fakeStore()); err != nil {
 		return fail(err)
 	}
-	// Children in process groups of their own, dying with their parent, as simnode's are. The
-	// orphan, which dies with nothing, only when the run is closed: a SIGKILLed owner closes nothing.
-	args := []string{"-child-bind", "tcp://*:5556", "-child-bind", "tcp://*:5557"}
-	if mode == "signal" {
-		args = append(args, "-orphan")
-	}
+	// Children in process groups of their own, dying with their parent, as simnode's are, and an
+	// orphan, which dies with nothing: only Close, or the next run's sweep, ends it.
+	args := []string{"-child-bind", "tcp://*:5556", "-child-bind", "tcp://*:5557", "-orphan"}
 	nodes := []harness.NodeSpec{
 		{Host: "r0-head", Program: p, Args: args, Ready: readyLine},
 		{Host: "r0-follower", Program: p, Args: args, Ready: readyLine},
@@ -87,6 +91,14 @@ func runLocalOwner(mode string) int {
 		}
 		for _, proc := range ins.Processes {
 			rep.Pids = append(rep.Pids, proc.Pid)
+		}
+		logs, err := rt.Logs(ctx, h)
+		if err != nil {
+			return fail(err)
+		}
+		for _, m := range orphanLine.FindAllStringSubmatch(string(logs), -1) {
+			pid, _ := strconv.Atoi(m[1])
+			rep.Orphans = append(rep.Orphans, pid)
 		}
 	}
 	b, err := json.Marshal(rep)
@@ -147,25 +159,33 @@ func startOwner(ctx context.Context, mode string) (*exec.Cmd, ownerReport) {
 }
 
 var _ = Describe("a local run whose owner goes away", Label("local"), func() {
-	It("leaves no process behind when its owner is SIGKILLed, and the next run sweeps its directory", func(ctx SpecContext) {
+	It("leaves no process behind when its owner is SIGKILLed: Pdeathsig ends the hosts, the next run's sweep what outlived them", func(ctx SpecContext) {
 		cmd, rep := startOwner(ctx, "kill")
-		var procs []procID
+		var procs, dieWithParent []procID
 		for _, pid := range rep.Pids {
-			procs = append(procs, newProcID(pid))
+			p := newProcID(pid)
+			procs = append(procs, p)
+			if !slices.Contains(rep.Orphans, pid) {
+				dieWithParent = append(dieWithParent, p)
+			}
 		}
-		// The store, two programs and their two children each: every process of the run.
-		Expect(procs).To(HaveLen(7))
+		// The store; two programs, each with two children and an orphan: every process of the run.
+		Expect(procs).To(HaveLen(9))
+		Expect(rep.Orphans).To(HaveLen(2))
 		Expect(rep.Dir).To(BeADirectory())
 
 		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 		Expect(cmd.Wait()).To(MatchError(ContainSubstring("killed")))
 		// Pdeathsig ends each program when the owner dies, and each child when its program
 		// does; the kernel does it in microseconds, but asynchronously.
-		Eventually(allGone(procs)).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeEmpty())
-		Expect(rep.Dir).To(BeADirectory(), "a killed owner removes nothing itself")
+		Eventually(allGone(dieWithParent)).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeEmpty())
 
+		// The orphans die with nothing; the next run's sweep (this one's, or a parallel
+		// suite process's) ends them through the sessions the dead run recorded, and returns
+		// only once they are gone.
 		next := newLocal(ctx)
-		Expect(rep.Dir).NotTo(BeAnExistingFile(), "the next run's sweep removes the dead run's directory")
+		Expect(allGone(procs)()).To(BeEmpty())
+		Expect(rep.Dir).NotTo(BeAnExistingFile(), "the sweep removes the dead run's directory")
 		Expect(filepath.Dir(rep.Dir)).To(Equal(filepath.Dir(next.Dir())))
 	}, SpecTimeout(3*time.Minute))
 
@@ -176,7 +196,7 @@ var _ = Describe("a local run whose owner goes away", Label("local"), func() {
 			for _, pid := range rep.Pids {
 				procs = append(procs, newProcID(pid))
 			}
-			// As above, and the two orphans.
+			// The store; two programs, each with two children and an orphan.
 			Expect(procs).To(HaveLen(9))
 			Expect(cmd.Process.Signal(sig)).To(Succeed())
 			Expect(cmd.Wait()).To(Succeed(), "the owner's CloseAll failed")

@@ -73,14 +73,20 @@ func (p procStat) String() string { return fmt.Sprintf("%d (%s, state %c)", p.PI
 // sessionProcs lists the processes of session sid, zombies included. A process that ends during
 // the scan is left out: the listing is a snapshot of a live table.
 func sessionProcs(sid int) ([]procStat, error) {
+	return sessionsProcs(map[int]bool{sid: true})
+}
+
+// sessionsProcs lists the processes of every session in sids with one scan of /proc (a scan costs
+// a few microseconds per process of the machine: one per host of a large run adds up).
+func sessionsProcs(sids map[int]bool) ([]procStat, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil, fmt.Errorf("list processes of session %d: %w", sid, err)
+		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {
-		return nil, fmt.Errorf("list processes of session %d: %w", sid, err)
+		return nil, fmt.Errorf("list processes: %w", err)
 	}
 	var out []procStat
 	for _, n := range names {
@@ -95,7 +101,7 @@ func sessionProcs(sid int) ([]procStat, error) {
 		if err != nil {
 			continue
 		}
-		if st.SID == sid {
+		if sids[st.SID] {
 			out = append(out, st)
 		}
 	}
@@ -107,7 +113,12 @@ func sessionProcs(sid int) ([]procStat, error) {
 // at once, including one forked while the signal is sent (fork(2) restarts when a group signal
 // arrives during it), so a tree cannot outrun it within one group.
 func signalSession(sid int, sig syscall.Signal) ([]procStat, error) {
-	procs, err := sessionProcs(sid)
+	return signalSessions(map[int]bool{sid: true}, sig)
+}
+
+// signalSessions is signalSession for several sessions, with one scan.
+func signalSessions(sids map[int]bool, sig syscall.Signal) ([]procStat, error) {
+	procs, err := sessionsProcs(sids)
 	if err != nil {
 		return nil, err
 	}
@@ -152,10 +163,15 @@ func pollWait(ctx context.Context, d *time.Duration) error {
 // re-parented to this process (see becomeSubreaper); leader is left to its exec.Cmd. It gives up
 // when ctx ends, naming the survivors (a process in uninterruptible sleep outlives SIGKILL).
 func endSession(ctx context.Context, sid, leader int) error {
+	return endSessions(ctx, map[int]bool{sid: true}, leader)
+}
+
+// endSessions is endSession for several sessions, with one scan a round.
+func endSessions(ctx context.Context, sids map[int]bool, leader int) error {
 	self := os.Getpid()
 	d := pollFirst
 	for {
-		procs, err := signalSession(sid, syscall.SIGKILL)
+		procs, err := signalSessions(sids, syscall.SIGKILL)
 		if err != nil {
 			return err
 		}
@@ -175,7 +191,7 @@ func endSession(ctx context.Context, sid, leader int) error {
 			return nil
 		}
 		if err := pollWait(ctx, &d); err != nil {
-			return fmt.Errorf("end session %d: still alive after SIGKILL: %s: %w", sid, strings.Join(live, ", "), err)
+			return fmt.Errorf("still alive after SIGKILL: %s: %w", strings.Join(live, ", "), err)
 		}
 	}
 }
