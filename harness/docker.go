@@ -261,6 +261,9 @@ func (d *Docker) reserve(specs []NodeSpec) error {
 		if err := s.validate(); err != nil {
 			errs = append(errs, err)
 		}
+		if _, err := nodeArgs(s.Args, containerEnv(s)); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", s.Host, err))
+		}
 		if seen[s.Host] {
 			errs = append(errs, fmt.Errorf("node %s: host listed twice", s.Host))
 		}
@@ -323,6 +326,11 @@ func (d *Docker) startNode(ctx context.Context, s NodeSpec, img Image) error {
 	defer cancel()
 	labels := d.labels()
 	labels[LabelHost] = s.Host
+	env := containerEnv(s)
+	args, err := nodeArgs(s.Args, env)
+	if err != nil {
+		return fmt.Errorf("start node %s: %w", s.Host, err)
+	}
 	var exposed []string
 	for _, p := range s.Ports {
 		exposed = append(exposed, strconv.Itoa(p)+"/tcp")
@@ -330,8 +338,8 @@ func (d *Docker) startNode(ctx context.Context, s NodeSpec, img Image) error {
 	req := testcontainers.ContainerRequest{
 		Image:  img.Ref,
 		Name:   "widetp-" + d.cfg.runID + "-" + s.Host,
-		Cmd:    s.Args,
-		Env:    containerEnv(s),
+		Cmd:    args,
+		Env:    env,
 		Labels: labels,
 		// A scratch image has no /tmp; the tmpfs is also the host's private ipc directory, so
 		// two hosts binding one ipc path do not collide, as on two real machines.

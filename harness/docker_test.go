@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	. "github.com/onsi/gomega/gstruct"
 
 	"github.com/moby/moby/client"
 
@@ -61,10 +64,6 @@ func logsOf(ctx context.Context, d harness.Runtime, host string) string {
 var _ = Describe("the Docker runtime", Label("docker"), func() {
 	BeforeEach(requireEngine)
 
-	Context("keeps the Runtime contract", func() {
-		runtimeContract(func(ctx context.Context, opts ...harness.Option) harness.Runtime { return newRun(ctx, opts...) })
-	})
-
 	It("gives the program its host name and listen address, and no ipc prefix (its /tmp is its own)", func(ctx SpecContext) {
 		d := newRun(ctx)
 		Expect(d.StartNodes(ctx, node("r0-head", "-print-env", "WIDETP_HOST,WIDETP_IPC_ROOT,WIDETP_LISTEN_IP"))).To(Succeed())
@@ -83,14 +82,46 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(ins.HostConfig.Tmpfs).To(HaveKey("/tmp"))
 	}, SpecTimeout(2*time.Minute))
 
-	It("removes the run on Close even when the caller's context is already done", func(ctx SpecContext) {
+	It("lets only one of two concurrent starts take a host name", func(ctx SpecContext) {
 		d := newRun(ctx)
-		Expect(d.StartNodes(ctx, node("a"), node("b"))).To(Succeed())
-		done, cancel := context.WithCancel(ctx)
-		cancel()
-		Expect(d.Close(done)).To(Succeed())
-		c, n := labelled(ctx, engine(), d.RunID())
-		Expect([]int{c, n}).To(Equal([]int{0, 0}))
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- d.StartNodes(ctx, node("x")) }()
+		}
+		first, second := <-errs, <-errs
+		Expect([]error{first, second}).To(ContainElement(BeNil()))
+		Expect([]error{first, second}).To(ContainElement(MatchError(ContainSubstring("node x: host already started in this run"))))
+		Expect(d.Hosts()).To(Equal([]string{"x"}))
+	}, SpecTimeout(2*time.Minute))
+
+	It("writes every host's logs, inspect output and ipc listing, and the given files, as artifacts", func(ctx SpecContext) {
+		d := newRun(ctx)
+		Expect(d.StartNodes(ctx, node("a", "-bind", "ipc:///tmp/lookup.ipc"), node("b"))).To(Succeed())
+		Expect(d.Stop(ctx, "b")).To(Succeed())
+		dir := filepath.Join(GinkgoT().TempDir(), "artifacts")
+		err := harness.WriteArtifacts(ctx, d, dir, map[string][]byte{"report.json": []byte(`{"verdict":"pass"}`), "store/snapshot.json": []byte("{}")})
+		// A stopped host cannot list its /tmp; that costs only its ipc.json.
+		Expect(err).To(MatchError(ContainSubstring("write ipc.json of host b")))
+		Expect(err.Error()).NotTo(ContainSubstring("host a"))
+
+		read := func(rel string) []byte {
+			b, err := os.ReadFile(filepath.Join(dir, rel))
+			Expect(err).NotTo(HaveOccurred())
+			return b
+		}
+		Expect(string(read("report.json"))).To(Equal(`{"verdict":"pass"}`))
+		Expect(read("store/snapshot.json")).To(Equal([]byte("{}")))
+		Expect(string(read("a/logs.txt"))).To(ContainSubstring("ready a\n"))
+		Expect(string(read("b/logs.txt"))).To(ContainSubstring("stopping on terminated"))
+		Expect(json.Valid(read("b/inspect.json"))).To(BeTrue(), "inspect.json is JSON")
+		var listing struct {
+			Entries []struct{ Path, Type string }
+		}
+		Expect(json.Unmarshal(read("a/ipc.json"), &listing)).To(Succeed())
+		Expect(listing.Entries).To(ContainElement(MatchFields(IgnoreExtras, Fields{"Path": Equal("lookup.ipc"), "Type": Equal("socket")})))
+		Expect(filepath.Join(dir, "b/ipc.json")).NotTo(BeAnExistingFile())
+
+		Expect(harness.WriteArtifacts(ctx, d, dir, map[string][]byte{"../escape": nil})).To(MatchError(ContainSubstring(`"../escape": not a local file name`)))
 	}, SpecTimeout(2*time.Minute))
 
 	It("labels every container, the network and the image with the run and its owner", func(ctx SpecContext) {
