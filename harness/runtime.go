@@ -1,5 +1,5 @@
 // Package harness runs a widetp deployment: one host per scenario node plus the fake store, on a
-// Runtime (Docker containers on one network per run, or later local processes), and collects what
+// Runtime (Docker containers on one network per run, or local process trees), and collects what
 // the hosts leave behind (logs, ipc listings, inspect output) as artifacts.
 package harness
 
@@ -11,8 +11,8 @@ import (
 	"github.com/widetp/widetp/harness/ipcdir"
 )
 
-// Runtime starts and controls the hosts of one run. Implementations: Docker (NewDocker), and
-// later a local one; the same specs run over both. Every method takes a context and is bounded by
+// Runtime starts and controls the hosts of one run. Implementations: Docker (NewDocker) and Local
+// (NewLocal); the same conformance specs run over both. Every method takes a context and is bounded by
 // it (and by the runtime's own timeouts); a method on an unknown host returns an error naming it.
 type Runtime interface {
 	// Name is "docker" or "local", as the report's runtime field.
@@ -54,7 +54,9 @@ type NodeSpec struct {
 	// Host is the host name: a DNS label, unique in the run. Peers reach the host by it.
 	Host    string
 	Program Program
-	// Args follow the program's name on its command line.
+	// Args follow the program's name on its command line. $(NAME) expands to the host's variable
+	// NAME and $$ is a literal $ (Kubernetes' rule), so a listen address the harness cannot know
+	// in advance reads "$(WIDETP_LISTEN_IP):8080"; an unknown NAME fails the start.
 	Args []string
 	// Env is the program's environment, on top of what the runtime sets (EnvHost, EnvListenIP,
 	// and EnvIPCRoot where ipc paths need a prefix); a key set here wins.
