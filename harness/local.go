@@ -20,7 +20,7 @@ import (
 
 // Local is the Runtime without containers: every host is a real OS process tree of its program on
 // this machine, with its own host name (WIDETP_HOST), its own directory as its filesystem for ipc
-// paths (WIDETP_IPC_ROOT=<run dir>/<host>, holding tmp/), its own loopback address
+// paths (WIDETP_IPC_ROOT=<run dir>/<n>, holding tmp/), its own loopback address
 // (WIDETP_LISTEN_IP=127.A.B.n from the run's block) and a map of every host's address
 // (WIDETP_HOSTS), so rendezvous and handshakes between hosts cross real sockets.
 //
@@ -32,6 +32,16 @@ import (
 // Hosts started in one StartNodes call know each other and every host started before; a host
 // started earlier does not learn later ones (an environment is fixed at exec) until it restarts.
 // The harness starts the store first and every node in one call, so every node resolves all.
+//
+// A program must listen at its own address: a flag that takes a listen address is given
+// "$(WIDETP_LISTEN_IP):port" (expandArgs); a wildcard bind (":8080") would take the port from every
+// host of every run on the machine.
+//
+// What it does not give: memory or CPU limits, a network namespace (a program that ignores
+// WIDETP_LISTEN_IP and WIDETP_HOSTS sees the machine's loopback), or a hostname (gethostname(2)
+// is the machine's; simnode reads WIDETP_HOST). If the harness is SIGKILLed, a descendant that
+// does not die with its parent (no Pdeathsig, unlike simnode's processes) lives on until the next
+// local run's sweep kills it.
 type Local struct {
 	cfg   config
 	owner Owner
@@ -50,9 +60,17 @@ type Local struct {
 
 var _ Runtime = (*Local)(nil)
 
-// Run directory layout: <base>/<run id>/ holds ownerFile, one directory per host (its ipc root)
-// and one <host>.log per host. Host names are DNS labels (no dots), so neither file can be a host.
-const ownerFile = ".owner"
+// Run directory layout: <base>/<A>.<B>/, named after the run's address block 127.A.B.0/24, holds
+// ownerFile, runIDFile, sessionsFile, one directory per host named after the last byte of its
+// address (127.A.B.n: <run dir>/<n>, its ipc root) and one <host>.log per host. Every name is
+// short because an ipc path becomes <run dir>/<n>/tmp/<vLLM's file name>, that file name carries
+// the host name (lookup_rpc_port_<port>_host_<hostname>_dp_rank<i>), and a unix socket path holds
+// at most 107 bytes: with these names a 40-byte host name (a Kubernetes pod's, in scenarios/)
+// still fits. The block is held by this run alone, so the run directory's name is free.
+const (
+	ownerFile = ".owner"
+	runIDFile = ".run-id"
+)
 
 // Bounds of a host's end. A process that survives SIGKILL for teardownBound is in uninterruptible
 // sleep (a hung disk or FUSE): the harness reports it instead of hanging. Once every process of a
@@ -86,7 +104,7 @@ func NewLocal(ctx context.Context, opts ...Option) (Runtime, error) {
 	}
 	l := &Local{cfg: cfg, owner: owner, hosts: map[string]*localHost{}}
 	base := localBase()
-	if err := os.MkdirAll(base, 0o755); err != nil {
+	if err := makeLocalBase(base); err != nil {
 		return nil, fmt.Errorf("start local runtime: %w", err)
 	}
 	if cfg.sweep {
@@ -98,32 +116,58 @@ func NewLocal(ctx context.Context, opts ...Option) (Runtime, error) {
 			l.progressf("swept %d run directory(ies) left by dead runs", n)
 		}
 	}
-	dir := filepath.Join(base, cfg.runID)
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return nil, fmt.Errorf("start local run %s: %s exists: another live run has this id", cfg.runID, dir)
-		}
-		return nil, fmt.Errorf("start local run %s: %w", cfg.runID, err)
-	}
-	l.dir = dir
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner.String()+"\n"), 0o644); err != nil {
-		return nil, errors.Join(fmt.Errorf("start local run %s: %w", cfg.runID, err), os.RemoveAll(dir))
-	}
 	if l.block, err = reserveBlock(cfg.runID); err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
+		return nil, err
 	}
 	if err := l.block.checkBindable(); err != nil {
-		return nil, errors.Join(err, l.block.release(), os.RemoveAll(dir))
+		return nil, errors.Join(err, l.block.release())
+	}
+	dir := filepath.Join(base, l.block.dirName())
+	// A directory of this name is a leftover: a live run would hold the block. Its owner is dead
+	// or closed the run without removing it (even when the sweep is off).
+	if _, err := os.Stat(dir); err == nil {
+		if err := errors.Join(endRecordedSessions(dir), os.RemoveAll(dir)); err != nil {
+			return nil, errors.Join(fmt.Errorf("start local run %s: remove the leftover %s: %w", cfg.runID, dir, err), l.block.release())
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, errors.Join(fmt.Errorf("start local run %s: %w", cfg.runID, err), l.block.release())
+	}
+	l.dir = dir
+	err = errors.Join(
+		os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner.String()+"\n"), 0o644),
+		os.WriteFile(filepath.Join(dir, runIDFile), []byte(cfg.runID+"\n"), 0o644))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("start local run %s: %w", cfg.runID, err), os.RemoveAll(dir), l.block.release())
 	}
 	register(l)
 	l.progressf("local run %s in %s on %s", cfg.runID, dir, l.block)
 	return l, nil
 }
 
-// localBase holds every local run directory of the user. It is short on purpose: an ipc path
-// becomes <base>/<run id>/<host>/tmp/..., and a unix socket path holds at most 107 bytes.
+// localBase holds every local run directory of the machine, shared by its users as /tmp is
+// (world-writable, sticky): the blocks that name the run directories are machine-wide anyway, and
+// every byte of the path counts (see ownerFile).
 func localBase() string {
-	return filepath.Join(os.TempDir(), "widetp-local-"+strconv.Itoa(os.Getuid()))
+	return filepath.Join(os.TempDir(), "widetp")
+}
+
+// makeLocalBase makes the base directory, or checks the one that is there.
+func makeLocalBase(base string) error {
+	err := os.Mkdir(base, 0o777)
+	switch {
+	case err == nil:
+		// Mkdir is subject to the umask.
+		if err := os.Chmod(base, 0o777|os.ModeSticky); err != nil {
+			return fmt.Errorf("make %s: %w", base, err)
+		}
+	case !errors.Is(err, os.ErrExist):
+		return fmt.Errorf("make %s: %w", base, err)
+	}
+	if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
+		return fmt.Errorf("%s: want a directory for the local runs (%v)", base, err)
+	}
+	return nil
 }
 
 // Name implements Runtime.
@@ -271,7 +315,8 @@ func (l *Local) reserve(specs []NodeSpec) ([]*localHost, error) {
 			return nil, fmt.Errorf("start nodes: %w", err)
 		}
 		l.next++
-		h := &localHost{name: s.Host, spec: s, addr: addr, root: filepath.Join(l.dir, s.Host), logPath: filepath.Join(l.dir, s.Host+".log")}
+		root := filepath.Join(l.dir, strconv.Itoa(int(addr.As4()[3])))
+		h := &localHost{name: s.Host, spec: s, addr: addr, root: root, logPath: filepath.Join(l.dir, s.Host+".log")}
 		l.hosts[s.Host] = h
 		l.order = append(l.order, s.Host)
 		hosts[i] = h

@@ -56,6 +56,9 @@ func reserveBlock(runID string) (*addrBlock, error) {
 // lockName is an abstract socket name (the leading '@'), machine-wide per network namespace.
 func (b *addrBlock) lockName() string { return fmt.Sprintf("@widetp-local-127.%d.%d", b.a, b.b) }
 
+// dirName names the run directory of the block's run: "<A>.<B>" (see parseBlockName).
+func (b *addrBlock) dirName() string { return fmt.Sprintf("%d.%d", b.a, b.b) }
+
 func (b *addrBlock) String() string { return fmt.Sprintf("127.%d.%d.0/24", b.a, b.b) }
 
 // host is the address of the i-th host of the run (from 0): 127.A.B.(i+1).

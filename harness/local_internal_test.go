@@ -198,6 +198,24 @@ func TestLocalEnv(t *testing.T) {
 	}
 }
 
+// freeBlocks returns the run directory names of n blocks no run holds now.
+func freeBlocks(t *testing.T, n int) []string {
+	var names []string
+	var held []*addrBlock
+	for i := 0; i < n; i++ {
+		b, err := reserveBlock(fmt.Sprintf("%s-%d", t.Name(), i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, b)
+		names = append(names, b.dirName())
+	}
+	for _, b := range held {
+		b.release()
+	}
+	return names
+}
+
 func TestSweepLocal(t *testing.T) {
 	base := t.TempDir()
 	me, err := CurrentOwner()
@@ -206,26 +224,42 @@ func TestSweepLocal(t *testing.T) {
 	}
 	dead := Owner{Machine: me.Machine, PID: me.PID, Start: me.Start + 1} // same pid, another start: gone
 	elsewhere := Owner{Machine: me.Machine + "-other", PID: 1, Start: 1}
-	dirs := map[string]string{"live": me.String(), "dead": dead.String(), "elsewhere": elsewhere.String(), "unowned": "", "garbled": "not an owner"}
-	for name, owner := range dirs {
+	held, err := reserveBlock(t.Name() + "-held")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+	free := freeBlocks(t, 5)
+	type run struct{ owner, want string }
+	runs := map[string]run{
+		held.dirName(): {dead.String(), "kept: a live run holds its block"},
+		free[0]:        {dead.String(), "swept"},
+		free[1]:        {me.String(), "kept: its owner lives"},
+		free[2]:        {elsewhere.String(), "kept: another machine's"},
+		free[3]:        {"", "swept"}, // no owner file, and no run holds the block: nobody's
+		free[4]:        {"not an owner", "swept"},
+		"not-a-block":  {dead.String(), "kept: not a run directory"},
+		"0.1":          {dead.String(), "kept: not a run directory"},
+	}
+	for name, r := range runs {
 		d := filepath.Join(base, name)
 		if err := os.Mkdir(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if owner != "" {
-			if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(owner+"\n"), 0o644); err != nil {
+		if r.owner != "" {
+			if err := os.WriteFile(filepath.Join(d, ownerFile), []byte(r.owner+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	n, err := sweepLocal(base, me.Machine)
-	if err != nil || n != 1 {
-		t.Fatalf("swept %d, %v; want 1", n, err)
+	if err != nil || n != 3 {
+		t.Fatalf("swept %d, %v; want 3", n, err)
 	}
-	for name := range dirs {
+	for name, r := range runs {
 		_, err := os.Stat(filepath.Join(base, name))
-		if gone := os.IsNotExist(err); gone != (name == "dead") {
-			t.Errorf("%s: gone=%v", name, gone)
+		if gone := os.IsNotExist(err); gone != (r.want == "swept") {
+			t.Errorf("%s: gone=%v, want %s", name, gone, r.want)
 		}
 	}
 	if n, err := sweepLocal(filepath.Join(base, "missing"), me.Machine); n != 0 || err != nil {
@@ -259,9 +293,10 @@ func TestSweepEndsWhatADeadRunLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { bystander.Process.Kill(); bystander.Wait() }()
+	free := freeBlocks(t, 2)
 	runs := map[string]string{
-		"dead-run": fmt.Sprintf("%d %d\n%d %d\n", left.Process.Pid, leftStart, bystander.Process.Pid, leftStart+12345),
-		"garbled":  "not a session\n",
+		free[0]: fmt.Sprintf("%d %d\n%d %d\n", left.Process.Pid, leftStart, bystander.Process.Pid, leftStart+12345),
+		free[1]: "not a session\n",
 	}
 	for name, sessions := range runs {
 		d := filepath.Join(base, name)
@@ -279,7 +314,7 @@ func TestSweepEndsWhatADeadRunLeft(t *testing.T) {
 	if n != 1 || err == nil || !strings.Contains(err.Error(), `.sessions line 1 "not a session"`) {
 		t.Fatalf("swept %d, %v; want 1 and an error naming the garbled line", n, err)
 	}
-	if _, err := os.Stat(filepath.Join(base, "garbled")); err != nil {
+	if _, err := os.Stat(filepath.Join(base, free[1])); err != nil {
 		t.Errorf("a run whose leftovers are unknown was removed: %v", err)
 	}
 	// The sweep returned once the leftover was dead; as this process's child it was reaped too.

@@ -6,17 +6,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // sweepLocal removes what runs whose harness process is gone (killed before its Close) left under
 // base, and returns how many runs it swept. Their programs died with the harness (Pdeathsig), and
 // so did every descendant that dies with its parent (simnode's all do); a descendant that does not
-// is killed here, through the sessions the run recorded. A directory without a readable owner is
-// left alone: it may be a run being created right now (its owner file is written just after the
-// directory), and an empty directory costs nothing.
+// is killed here, through the sessions the run recorded.
+//
+// A run directory is named after its address block, whose lock a live run holds from before the
+// directory exists until after it is gone: the sweep takes the lock before it looks, so it never
+// races a run being created or closed. It also leaves a directory whose owner file names a live
+// process (a run that closed but could not remove it: not ours to judge) or another machine (a
+// /tmp shared with another network namespace, where the lock says nothing).
 func sweepLocal(base, machine string) (int, error) {
 	entries, err := os.ReadDir(base)
 	if err != nil {
@@ -27,31 +33,55 @@ func sweepLocal(base, machine string) (int, error) {
 	}
 	n := 0
 	var errs []error
+	uid := os.Getuid()
 	for _, e := range entries {
-		if !e.IsDir() {
+		b, ok := parseBlockName(e.Name())
+		if !ok || !e.IsDir() {
 			continue
 		}
-		dir := filepath.Join(base, e.Name())
-		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		// Another user's run is theirs to sweep (and the sticky base would refuse anyway).
+		if fi, err := e.Info(); err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(uid) {
+			continue
+		}
+		swept, err := sweepRun(filepath.Join(base, e.Name()), b, machine)
 		if err != nil {
-			continue
+			errs = append(errs, err)
 		}
-		o, err := ParseOwner(strings.TrimSpace(string(b)))
-		if err != nil || o.Alive(machine) {
-			continue
+		if swept {
+			n++
 		}
-		if err := endRecordedSessions(dir); err != nil {
-			// Kept, so that the next sweep tries again.
-			errs = append(errs, fmt.Errorf("end what run %s of dead process %s left: %w", e.Name(), o, err))
-			continue
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s (run of dead process %s): %w", dir, o, err))
-			continue
-		}
-		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// parseBlockName reads a run directory's name, "<A>.<B>" of its block 127.A.B.0/24.
+func parseBlockName(name string) (*addrBlock, bool) {
+	var a, b int
+	if _, err := fmt.Sscanf(name, "%d.%d", &a, &b); err != nil || a < 1 || a > 254 || b < 0 || b > 255 || fmt.Sprintf("%d.%d", a, b) != name {
+		return nil, false
+	}
+	return &addrBlock{a: byte(a), b: byte(b)}, true
+}
+
+func sweepRun(dir string, b *addrBlock, machine string) (bool, error) {
+	ln, err := net.Listen("unix", b.lockName())
+	if err != nil {
+		return false, nil // a live run holds the block
+	}
+	defer ln.Close()
+	if raw, err := os.ReadFile(filepath.Join(dir, ownerFile)); err == nil {
+		if o, err := ParseOwner(strings.TrimSpace(string(raw))); err == nil && o.Alive(machine) {
+			return false, nil
+		}
+	}
+	if err := endRecordedSessions(dir); err != nil {
+		// Kept, so that the next sweep tries again.
+		return false, fmt.Errorf("end what the dead run in %s left: %w", dir, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return false, fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return true, nil
 }
 
 // sessionsFile lists, one "<session id> <leader start time>" a line, the session of every start

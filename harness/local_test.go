@@ -185,8 +185,10 @@ var _ = Describe("the local runtime", Label("local"), func() {
 			seen[addr.String()] = host
 			Expect(env["WIDETP_HOST"]).To(Equal(host))
 			Expect(env["WIDETP_HOSTS"]).To(Equal(fmt.Sprintf("store=%s,a=%s,b=%s", storeAddr, mustAddr(l, "a"), mustAddr(l, "b"))))
-			Expect(env["WIDETP_IPC_ROOT"]).To(Equal(filepath.Join(l.Dir(), host)))
-			Expect(env["TMPDIR"]).To(Equal(filepath.Join(l.Dir(), host, "tmp")))
+			// The host's directory is named after the last byte of its address (short: ipc paths).
+			root := filepath.Join(l.Dir(), strconv.Itoa(int(addr.As4()[3])))
+			Expect(env["WIDETP_IPC_ROOT"]).To(Equal(root))
+			Expect(env["TMPDIR"]).To(Equal(filepath.Join(root, "tmp")))
 			Expect(env["PATH"]).To(Equal("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"), "Docker's default, not the user's")
 			Expect(env["VLLM_LEAK_CHECK"]).To(BeEmpty(), "the harness's VLLM_* variables reach no host")
 			Expect(filepath.Join(l.Dir(), host+".log")).To(BeAnExistingFile())
@@ -205,15 +207,29 @@ var _ = Describe("the local runtime", Label("local"), func() {
 		}
 	}, SpecTimeout(3*time.Minute))
 
-	It("runs parallel runs side by side on distinct blocks, each store on the same ports, and refuses a run id in use", func(ctx SpecContext) {
-		first, second := newLocal(ctx), newLocal(ctx)
-		Expect(first.Block()).NotTo(Equal(second.Block()))
-		for _, l := range []*harness.Local{first, second} {
+	It("runs parallel runs side by side on distinct blocks and directories, each store on the same ports", func(ctx SpecContext) {
+		// Even under one run id: a local run is named by its block, which it holds alone.
+		runs := []*harness.Local{newLocal(ctx), newLocal(ctx, harness.WithRunID("same-id")), newLocal(ctx, harness.WithRunID("same-id"))}
+		blocks, dirs := map[string]bool{}, map[string]bool{}
+		for _, l := range runs {
+			blocks[l.Block()], dirs[l.Dir()] = true, true
+			Expect(filepath.Base(l.Dir()) + ".0/24").To(Equal(strings.TrimPrefix(l.Block(), "127.")))
 			_, err := l.StartStore(ctx, fakeStore())
 			Expect(err).NotTo(HaveOccurred(), "store of run %s on %s", l.RunID(), l.Block())
 		}
-		_, err := harness.NewLocal(ctx, harness.WithRunID(first.RunID()))
-		Expect(err).To(MatchError(ContainSubstring("another live run has this id")))
+		Expect(blocks).To(HaveLen(3))
+		Expect(dirs).To(HaveLen(3))
+	}, SpecTimeout(2*time.Minute))
+
+	It("binds the ipc paths of a host with a 40-byte name, as a Kubernetes pod has", func(ctx SpecContext) {
+		// scenarios/ holds field reports whose hosts are pods: vllm-inference-pytorchjob-final-worker-0.
+		const host = "vllm-inference-pytorchjob-final-worker-0"
+		Expect(host).To(HaveLen(40))
+		// vLLM's lookup path (vllm/mooncake.go): ipc://{VLLM_RPC_BASE_PATH}/lookup_rpc_port_{port}_host_{hostname}_dp_rank{idx}.
+		ipc := "ipc:///tmp/lookup_rpc_port_65535_host_" + host + "_dp_rank0"
+		l := newLocal(ctx)
+		Expect(l.StartNodes(ctx, probe(host, "-bind", ipc, "-ping", ipc))).To(Succeed())
+		Expect(logsOfRT(ctx, l, host)).To(ContainSubstring("pong " + ipc + " " + host + " got ping from " + host + "\n"))
 	}, SpecTimeout(2*time.Minute))
 
 	It("expands $(VAR) in a program's arguments from the host's environment", func(ctx SpecContext) {
