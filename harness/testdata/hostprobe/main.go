@@ -142,7 +142,8 @@ func (e env) resolve(host string) string {
 
 // bootMark adds boot-<n+1> to the host's /tmp, n being how many boot files are there already.
 func bootMark(e env) (int, error) {
-	dir := filepath.Join(e.root, "tmp")
+	// "/tmp" under the root, or the real /tmp where there is none (a container).
+	dir := filepath.Join(e.root, "/tmp")
 	m, err := filepath.Glob(filepath.Join(dir, "boot-*"))
 	if err != nil {
 		return 0, err
