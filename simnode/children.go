@@ -268,6 +268,16 @@ func (f *family) phase(id string) Phase {
 	return ""
 }
 
+// record returns the latest record of a process below (nil when it sent none).
+func (f *family) record(id string) *report.Process {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if mb := f.members[id]; mb != nil {
+		return mb.record
+	}
+	return nil
+}
+
 // live returns the children that have not exited.
 func (f *family) live() []*child {
 	f.mu.Lock()

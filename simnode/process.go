@@ -364,7 +364,7 @@ func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 			m.Value = p.snapshot().EngineID
 		}
 		res, err := rendezvous.Join(ctx, m, cfg)
-		if ctx.Err() != nil {
+		if err != nil && ctx.Err() != nil {
 			return nil
 		}
 		entry := report.Rendezvous{Kind: rp.Kind, Address: rp.Address}
@@ -387,6 +387,13 @@ func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 		if entry.Error != "" {
 			p.publish("")
 			return &pyError{Exception: entry.Error, Where: "init_distributed_environment"}
+		}
+		// A barrier that completed is recorded (and its engine_id adopted) even when the parent
+		// stopped this process at that moment: like vLLM's collective, it completed for every
+		// member at once.
+		if ctx.Err() != nil {
+			p.publish("")
+			return nil
 		}
 	}
 	p.publish(PhaseRendezvous)
@@ -493,7 +500,7 @@ func (p *proc) lookup(ctx context.Context) {
 func (p *proc) finish(end ending, sigs <-chan os.Signal) int {
 	switch end.kind {
 	case endChildFailure, endStopOnChild:
-		p.settle()
+		p.settle(end.failed)
 	}
 	if end.kind == endTeardown {
 		p.fam.signal(syscall.SIGTERM)
@@ -579,19 +586,35 @@ func pyProcName(frontEndDPSize int, id report.Process) string {
 // settle lets the children that are past their rendezvous finish their start-up before a failing
 // parent tears them down — they would crash or come up in the same instant the failed sibling did,
 // and letting them get there makes the outcome reproducible. Children still before or in their
-// rendezvous are stopped at once: they wait for peers that will not come.
-func (p *proc) settle() {
+// rendezvous are stopped at once: they wait for peers that will not come — unless a failed child
+// got through its rendezvous, which proves the barrier complete for every member (vLLM's
+// collective completes for all ranks at once): its siblings still in it are only a status line
+// behind, and settle like the ones past it.
+func (p *proc) settle(failed []childExit) {
 	deadline := time.NewTimer(p.waitBound())
 	defer deadline.Stop()
+	barrierDone := false
+	for _, f := range failed {
+		if rec := p.fam.record(f.child.id()); rec != nil && len(rec.Rendezvous) > 0 {
+			done := true
+			for _, r := range rec.Rendezvous {
+				done = done && r.Error == ""
+			}
+			barrierDone = barrierDone || done
+		}
+	}
+	settling := func(ph Phase) bool {
+		return ph == PhaseRendezvous || (barrierDone && (ph == "" || ph == PhaseStarted))
+	}
 	for _, c := range p.fam.live() {
-		if ph := p.fam.phase(c.id()); ph != PhaseRendezvous && ph != PhaseReady {
+		if ph := p.fam.phase(c.id()); !settling(ph) && ph != PhaseReady {
 			c.send(controlMsg{Op: opShutdown})
 		}
 	}
 	for {
 		pending := false
 		for _, c := range p.fam.live() {
-			if p.fam.phase(c.id()) == PhaseRendezvous {
+			if settling(p.fam.phase(c.id())) {
 				pending = true
 			}
 		}

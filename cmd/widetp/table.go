@@ -17,6 +17,12 @@ import (
 // then the replicas, then the violations and how they compare with the scenario's expect.
 func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []report.Kind, match bool) {
 	fmt.Fprintf(w, "scenario %s (%s)\nprofile  %s\nmodel    %s (%s)\n", s.Name, s.File, rep.Profile, s.Model.Name, moeWord(s.Model.MoE))
+	// A run's report says where it ran; a prediction ran nowhere (runtime "none").
+	seen := "predicted"
+	if rep.Runtime != "none" {
+		seen = "observed"
+		fmt.Fprintf(w, "runtime  %s\n", rep.Runtime)
+	}
 	byHost := map[string][]report.Process{}
 	for _, p := range rep.Processes {
 		byHost[p.Host] = append(byHost[p.Host], p)
@@ -47,7 +53,7 @@ func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []r
 	if !match {
 		verdict = "NOT as expected"
 	}
-	fmt.Fprintf(w, "\nexpected %s, predicted %s: %s\n", kinds(rep.Expected), kinds(got), verdict)
+	fmt.Fprintf(w, "\nexpected %s, %s %s: %s\n", kinds(rep.Expected), seen, kinds(got), verdict)
 }
 
 func writeProcessTable(w io.Writer, procs []report.Process) {

@@ -1,0 +1,229 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/widetp/widetp/scenarios"
+	"github.com/widetp/widetp/vllm"
+)
+
+// ClusterOption changes how a Cluster runs a scenario.
+type ClusterOption func(*clusterConfig)
+
+// clusterConfig is a Cluster's configuration: derived from the scenario (clusterDefaults), changed
+// by ClusterOptions, checked by validate.
+type clusterConfig struct {
+	progress io.Writer
+	// timeouts are the nodes' own bounds (simnode's Config.Timeouts).
+	timeouts NodeTimeouts
+	// settle bounds the wait for every node to settle.
+	settle time.Duration
+	// teardown bounds Close when the caller's context is gone (an interrupt still tears down).
+	teardown time.Duration
+}
+
+// NodeTimeouts are the bounds every simulated process of a run waits with (simnode.Timeouts).
+type NodeTimeouts struct {
+	// Rendezvous bounds each barrier: a peer that never arrives is rendezvous-failed after it.
+	Rendezvous time.Duration
+	// Lookup bounds a scheduler's lookup request: lookup-unreachable after it.
+	Lookup time.Duration
+	// Store bounds each request to the store.
+	Store time.Duration
+}
+
+// Bounds derived from a scenario. A simulated deployment starts every member of every rendezvous
+// within a few seconds, so the bounds are short next to vLLM's (torch waits 600 s): a scenario
+// whose peer never comes (rendezvous-failed) costs the rendezvous bound, and the suite runs it on
+// two shared cores next to others.
+const (
+	// rendezvousBase covers the spread of node starts: containers start concurrently, but under a
+	// parallel suite on 2 cores one node can come up seconds after its peers. 10 s is several
+	// times the worst spread seen, and still cheap for the scenarios that wait it out.
+	rendezvousBase = 10 * time.Second
+	// rendezvousPerGPU adds for the processes that start before the last member joins: about one
+	// simulated process per GPU, each a fork and exec plus a store post (~20 ms of a shared core).
+	rendezvousPerGPU = 20 * time.Millisecond
+	// lookupTimeout is simnode's default: a local ipc round trip takes well under a millisecond,
+	// so 2 s without an answer means no server, not a slow one.
+	lookupTimeout = 2 * time.Second
+	// storeTimeout is simnode's default: Mooncake's metadata client bound plus a few retries.
+	storeTimeout = 5 * time.Second
+	// startupBase and startupPerGPU bound the start-up itself before the waits: images or binaries
+	// are built by then, so this is process starts on 2 cores, generously.
+	startupBase   = 30 * time.Second
+	startupPerGPU = 50 * time.Millisecond
+	// clusterTeardown bounds Close: each node gets the runtime's stop grace after SIGTERM, then
+	// the runtime removes everything within its op timeout.
+	clusterTeardown = 2 * time.Minute
+)
+
+// clusterDefaults derives the bounds of a run of s from its size.
+func clusterDefaults(s *scenarios.Scenario) clusterConfig {
+	gpus := 0
+	for _, n := range s.Nodes {
+		gpus += n.GPUs
+	}
+	t := NodeTimeouts{
+		Rendezvous: rendezvousBase + time.Duration(gpus)*rendezvousPerGPU,
+		Lookup:     lookupTimeout,
+		Store:      storeTimeout,
+	}
+	return clusterConfig{progress: io.Discard, timeouts: t, settle: settleBound(t, gpus), teardown: clusterTeardown}
+}
+
+// settleBound is the longest a healthy or failing run takes to settle: start-up, then the longest
+// chain of waits a process can be in (simnode: a bind turn or the serving phase waits up to two
+// rendezvous bounds plus store round trips; a failing parent lets its children settle, then
+// waits for them with a few store round trips each), plus a lookup.
+func settleBound(t NodeTimeouts, gpus int) time.Duration {
+	startup := startupBase + time.Duration(gpus)*startupPerGPU
+	return startup + 2*t.Rendezvous + t.Lookup + 10*t.Store
+}
+
+// WithClusterProgress receives one line per step of the run (store up, nodes up, nodes settled,
+// checks running); the CLI passes stderr. The runtime has its own (WithProgress).
+func WithClusterProgress(w io.Writer) ClusterOption {
+	return func(c *clusterConfig) { c.progress = w }
+}
+
+// WithNodeTimeouts replaces the bounds derived from the scenario; the settle bound follows them
+// unless WithSettleTimeout sets it.
+func WithNodeTimeouts(t NodeTimeouts) ClusterOption {
+	return func(c *clusterConfig) { c.timeouts = t; c.settle = 0 }
+}
+
+// WithSettleTimeout bounds the wait for every node to settle.
+func WithSettleTimeout(d time.Duration) ClusterOption {
+	return func(c *clusterConfig) { c.settle = d }
+}
+
+func (c *clusterConfig) validate(s *scenarios.Scenario) error {
+	if c.progress == nil {
+		c.progress = io.Discard
+	}
+	for name, d := range map[string]time.Duration{"rendezvous": c.timeouts.Rendezvous, "lookup": c.timeouts.Lookup, "store": c.timeouts.Store} {
+		if d <= 0 {
+			return fmt.Errorf("%s timeout %s: must be positive", name, d)
+		}
+	}
+	if c.settle == 0 {
+		gpus := 0
+		for _, n := range s.Nodes {
+			gpus += n.GPUs
+		}
+		c.settle = settleBound(c.timeouts, gpus)
+	}
+	if c.settle < 0 {
+		return fmt.Errorf("settle timeout %s: must be positive", c.settle)
+	}
+	return nil
+}
+
+// StoreHost is the fake store's host name in every run. It is not a valid scenario host name
+// (those are the scenario's nodes; one named so is refused), and it is what the nodes' store URLs
+// name, resolved by the engine's DNS in Docker and through WIDETP_HOSTS locally.
+const StoreHost = "widetp-store"
+
+// The fake store's ports: its defaults (fakestore.Default*Addr).
+const (
+	storeMetadataPort = 8080
+	storeMasterPort   = 50052
+	storeAdminPort    = 9003
+)
+
+// storeReady is the line cmd/fakestore prints once every listener is up.
+var storeReady = regexp.MustCompile(`^fakestore: flavor=`)
+
+// nodeReady is the line simnode prints once it started every command (simnode.ReadyLine).
+var nodeReady = regexp.MustCompile(`^simnode: node `)
+
+// storeSpec is the fake store of s. Each listener binds the host's own address,
+// $(WIDETP_LISTEN_IP), which the runtime expands: the run's loopback address for the store host
+// in a local run (so parallel runs do not collide), every interface of its own network namespace
+// in a container.
+func storeSpec(s *scenarios.Scenario) NodeSpec {
+	addr := func(port int) string { return "$(" + EnvListenIP + "):" + strconv.Itoa(port) }
+	return NodeSpec{
+		Host:    StoreHost,
+		Program: FakeStore,
+		Args: []string{
+			"-flavor=" + s.Store.Flavor,
+			"-metadata-addr=" + addr(storeMetadataPort),
+			"-master-addr=" + addr(storeMasterPort),
+			"-admin-addr=" + addr(storeAdminPort),
+		},
+		Ready: storeReady,
+		Ports: []int{storeMetadataPort, storeMasterPort, storeAdminPort},
+	}
+}
+
+// nodeConfig is simnode's Config as JSON (simnode.Config; a spec decodes one into the other
+// strictly, so the two cannot drift). The harness does not import simnode: that would link
+// libzmq into every harness user through cgo.
+type nodeConfig struct {
+	Host     string            `json:"host"`
+	GPUs     int               `json:"gpus"`
+	Commands []string          `json:"commands"`
+	Model    nodeModel         `json:"model"`
+	Profile  vllm.Profile      `json:"profile"`
+	Env      map[string]string `json:"env,omitempty"`
+	Seed     string            `json:"seed"`
+	Store    nodeStoreURLs     `json:"store"`
+	Timeouts nodeTimeoutsJSON  `json:"timeouts"`
+}
+
+type nodeModel struct {
+	Name string `json:"name"`
+	MoE  bool   `json:"moe"`
+}
+
+type nodeStoreURLs struct {
+	Metadata string `json:"metadata"`
+	Master   string `json:"master"`
+	Admin    string `json:"admin"`
+}
+
+type nodeTimeoutsJSON struct {
+	Rendezvous string `json:"rendezvous"`
+	Lookup     string `json:"lookup"`
+	Store      string `json:"store"`
+}
+
+// nodeEnvConfig is where simnode reads its config (simnode.EnvConfig).
+const nodeEnvConfig = "WIDETP_NODE_CONFIG"
+
+// nodeSpec is node n of s: simnode with its config — the node's commands and GPUs, the scenario's
+// model and resolved profile, the environment layered (scenario, then node), the scenario name as
+// the seed (explain seeds the model with it, so engine_ids match the prediction), the store by its
+// host name, and the run's bounds.
+func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts) (NodeSpec, error) {
+	url := func(port int) string { return "http://" + StoreHost + ":" + strconv.Itoa(port) }
+	cfg := nodeConfig{
+		Host:     n.Host,
+		GPUs:     n.GPUs,
+		Commands: n.Commands,
+		Model:    nodeModel{Name: s.Model.Name, MoE: s.Model.MoE},
+		Profile:  s.Resolved,
+		Env:      s.Environ(n),
+		Seed:     s.Name,
+		Store:    nodeStoreURLs{Metadata: url(storeMetadataPort), Master: url(storeMasterPort), Admin: url(storeAdminPort)},
+		Timeouts: nodeTimeoutsJSON{Rendezvous: t.Rendezvous.String(), Lookup: t.Lookup.String(), Store: t.Store.String()},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		return NodeSpec{}, fmt.Errorf("node %s: encode its config: %w", n.Host, err)
+	}
+	return NodeSpec{
+		Host:    n.Host,
+		Program: SimNode,
+		Args:    []string{"node"},
+		Env:     map[string]string{nodeEnvConfig: string(b)},
+		Ready:   nodeReady,
+	}, nil
+}
