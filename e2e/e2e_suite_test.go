@@ -1,0 +1,164 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/scenarios"
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "widetp e2e")
+}
+
+// moduleRoot is the widetp source tree (the suite runs in e2e/): scenarios, artifacts, builds.
+var moduleRoot = func() string {
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	return filepath.Dir(wd)
+}()
+
+// scenarioDir holds the scenarios every spec runs.
+var scenarioDir = filepath.Join(moduleRoot, "scenarios")
+
+// allScenarios are loaded when the tree is built: one spec container per file.
+var allScenarios = func() []*scenarios.Scenario {
+	ss, err := scenarios.LoadAll(scenarioDir)
+	if err != nil {
+		// A scenario that does not load is a failure of its own, reported by the spec below.
+		loadErr = err
+	}
+	return ss
+}()
+
+var loadErr error
+
+var _ = It("loads every scenario of scenarios/", func() {
+	Expect(loadErr).NotTo(HaveOccurred())
+	Expect(allScenarios).NotTo(BeEmpty())
+})
+
+// suiteRuntimes are the runtimes every scenario runs on, decided once for the whole suite (every
+// parallel process gets the same answer): Docker when an engine answers, local always.
+var suiteRuntimes []string
+
+// engineProbe bounds the check for a Docker engine: a local engine answers in milliseconds.
+const engineProbe = 5 * time.Second
+
+// imageBuild bounds building the two images ahead of the specs (a cold cgo build of simnode on
+// two cores takes about a minute).
+const imageBuild = 10 * time.Minute
+
+var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
+	rts := []string{harness.RuntimeLocal}
+	if err := harness.Ping(ctx, engineProbe); err != nil {
+		why := strings.SplitN(err.Error(), "\n", 2)[0]
+		AddReportEntry("runtimes", "no Docker engine answered ("+why+"): every scenario runs on the local runtime only")
+		fmt.Fprintf(os.Stderr, "e2e: no Docker engine answered (%s): every scenario runs on the local runtime only\n", why)
+	} else {
+		rts = []string{harness.RuntimeDocker, harness.RuntimeLocal}
+		// Built once here, not by every parallel process at its first spec.
+		_, err := harness.BuildImages(ctx, []harness.Program{harness.SimNode, harness.FakeStore}, harness.WithModuleRoot(moduleRoot))
+		Expect(err).NotTo(HaveOccurred(), "build the images")
+		AddReportEntry("runtimes", "a Docker engine answered: every scenario runs on Docker and on the local runtime, with parity specs")
+		fmt.Fprintln(os.Stderr, "e2e: a Docker engine answered: every scenario runs on docker and local, with parity specs")
+	}
+	b, err := json.Marshal(rts)
+	Expect(err).NotTo(HaveOccurred())
+	return b
+}, func(b []byte) {
+	Expect(json.Unmarshal(b, &suiteRuntimes)).To(Succeed())
+}, NodeTimeout(imageBuild+engineProbe))
+
+func hasRuntime(name string) bool {
+	for _, r := range suiteRuntimes {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// primaryRuntime is where the specs that need one run go: Docker when there is one.
+func primaryRuntime() string { return suiteRuntimes[0] }
+
+// runSeq numbers this process's runs; with the process id it makes run ids unique under
+// `ginkgo -p` (the local runtime derives each run's loopback block from it, Docker its names).
+var runSeq atomic.Int64
+
+func nextRunID() string {
+	return fmt.Sprintf("e2e%d-%d", os.Getpid(), runSeq.Add(1))
+}
+
+// run is one cluster of a spec, kept for the spec's own further checks.
+type run struct {
+	cluster *harness.Cluster
+	report  report.Report
+}
+
+// runScenario runs s on the runtime called rt to its report. The cluster's teardown is the
+// spec's cleanup, and when the spec fails its artifacts (logs, store snapshot, report, inspect,
+// ipc listings) go to artifacts/e2e/<scenario>-<runtime>-<run id> first.
+func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
+	GinkgoHelper()
+	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithModuleRoot(moduleRoot), harness.WithProgress(GinkgoWriter))
+	Expect(err).NotTo(HaveOccurred(), "open the %s runtime", rt)
+	c, err := harness.StartCluster(ctx, s, runtime, harness.WithClusterProgress(GinkgoWriter))
+	if c == nil {
+		Expect(runtime.Close(ctx)).To(Succeed())
+		Expect(err).NotTo(HaveOccurred())
+	}
+	r := &run{cluster: c}
+	// Cleanups run last-registered first: artifacts before the teardown removes the hosts.
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(c.Close(ctx)).To(Succeed(), "tear down run %s", runtime.RunID())
+	}, NodeTimeout(3*time.Minute))
+	DeferCleanup(func(ctx SpecContext) {
+		if !CurrentSpecReport().Failed() {
+			return
+		}
+		dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+runtime.RunID())
+		var rep *report.Report
+		if r.report.Scenario != "" {
+			rep = &r.report
+		}
+		if err := c.WriteArtifacts(ctx, dir, rep); err != nil {
+			AddReportEntry("artifacts", "some artifacts are missing: "+err.Error())
+		}
+		AddReportEntry("artifacts", dir)
+	}, NodeTimeout(time.Minute))
+	Expect(err).NotTo(HaveOccurred(), "start %s on %s", s.Name, rt)
+	Expect(c.Settle(ctx)).To(Succeed(), "settle %s on %s", s.Name, rt)
+	r.report, err = c.Report(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	return r
+}
+
+// artifactsDir is where failed specs leave their artifacts: $WIDETP_E2E_ARTIFACTS, or
+// artifacts/e2e in the source tree (`make e2e` collects Ginkgo's reports in artifacts/ too).
+func artifactsDir() string {
+	if d := os.Getenv("WIDETP_E2E_ARTIFACTS"); d != "" {
+		return d
+	}
+	return filepath.Join(moduleRoot, "artifacts", "e2e")
+}
+
+// runBound bounds one scenario run in a spec: the cluster's own settle bound (start-up, two
+// rendezvous bounds, a lookup, store round trips) is about a minute and a half for the largest
+// shipped scenario; teardown and artifacts have their own cleanup bounds.
+const runBound = 4 * time.Minute
