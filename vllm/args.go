@@ -8,8 +8,15 @@ type ServeArgs struct {
 	// Env holds the `NAME=value` assignments that preceded `vllm` on the line; they override the
 	// node's environment for this command only (a shell applies them to that one process tree).
 	Env map[string]string `json:"env,omitempty"`
-	// Argv is the command's words from `vllm` on, as the shell split them.
+	// Argv is the command's words from the program on (`vllm`, or `python -m ...`), as the shell
+	// split them.
 	Argv []string `json:"argv"`
+	// Entrypoint is the program the line runs: EntrypointServe (`vllm serve`, or `python -m
+	// vllm.entrypoints.cli.main serve`) or EntrypointAPIServer (`python -m
+	// vllm.entrypoints.openai.api_server`, the launch form of older docs and of Mooncake's vLLM
+	// integration guides). Both parse the same flags (cli_args.make_arg_parser); they differ in
+	// what runs (serve.go).
+	Entrypoint string `json:"entrypoint"`
 
 	// Model is the positional model tag, or --model when no positional was given
 	// (ServeSubcommand.cmd: a positional model_tag takes precedence).
@@ -51,6 +58,18 @@ type ServeArgs struct {
 	// Other lists every other flag as given, in order, under its canonical long name.
 	Other []Option `json:"other,omitempty"`
 }
+
+// Entrypoints (ServeArgs.Entrypoint).
+const (
+	// EntrypointServe is vllm/entrypoints/cli/serve.py ServeSubcommand: headless, multi-API-server,
+	// DP-supervisor and single-server launches.
+	EntrypointServe = "serve"
+	// EntrypointAPIServer is vllm/entrypoints/openai/api_server.py's __main__: parse, validate,
+	// run_server(args). It never takes ServeSubcommand.cmd's branches, so --headless and
+	// --api-server-count are parsed but start nothing different: one API server that launches the
+	// engines itself.
+	EntrypointAPIServer = "api_server"
+)
 
 // Option is one flag that does not affect identity. Value is nil for flags that take none.
 type Option struct {

@@ -99,6 +99,7 @@ var serveFlags = []flagSpec{
 	{[]string{"--override-attention-dtype"}, kindString},
 	{[]string{"--logits-processors"}, kindList},
 	{[]string{"--io-processor-plugin"}, kindString},
+	{[]string{"--renderer-num-workers"}, kindInt},
 
 	// LoadConfig
 	{[]string{"--load-format"}, kindString},
@@ -109,8 +110,15 @@ var serveFlags = []flagSpec{
 	{[]string{"--use-tqdm-on-load"}, kindBool},
 	{[]string{"--pt-load-map-location"}, kindString},
 
-	// AttentionConfig, StructuredOutputsConfig
+	// AttentionConfig
 	{[]string{"--attention-backend"}, kindString},
+
+	// MambaConfig
+	{[]string{"--mamba-backend"}, kindString},
+	{[]string{"--enable-mamba-cache-stochastic-rounding"}, kindBool},
+	{[]string{"--mamba-cache-philox-rounds"}, kindInt},
+
+	// StructuredOutputsConfig
 	{[]string{"--reasoning-parser"}, kindString},
 	{[]string{"--reasoning-parser-plugin"}, kindString},
 
@@ -171,6 +179,7 @@ var serveFlags = []flagSpec{
 	{[]string{"--enable-prefix-caching"}, kindBool},
 	{[]string{"--prefix-caching-hash-algo"}, kindString},
 	{[]string{"--calculate-kv-scales"}, kindBool},
+	{[]string{"--kv-cache-dtype-skip-layers"}, kindList},
 	{[]string{"--kv-sharing-fast-prefill"}, kindBool},
 	{[]string{"--mamba-cache-dtype"}, kindString},
 	{[]string{"--mamba-ssm-cache-dtype"}, kindString},
@@ -201,9 +210,14 @@ var serveFlags = []flagSpec{
 	{[]string{"--mm-encoder-only"}, kindBool},
 	{[]string{"--mm-encoder-tp-mode"}, kindString},
 	{[]string{"--mm-encoder-attn-backend"}, kindString},
+	{[]string{"--mm-encoder-attn-dtype"}, kindString},
+	{[]string{"--mm-encoder-fp8-scale-path"}, kindString},
+	{[]string{"--mm-encoder-fp8-scale-save-path"}, kindString},
+	{[]string{"--mm-encoder-fp8-scale-save-margin"}, kindFloat},
 	{[]string{"--interleave-mm-strings"}, kindBool},
 	{[]string{"--skip-mm-profiling"}, kindBool},
 	{[]string{"--video-pruning-rate"}, kindFloat},
+	{[]string{"--mm-tensor-ipc"}, kindString},
 
 	// LoRAConfig
 	{[]string{"--enable-lora"}, kindBool},
@@ -213,13 +227,14 @@ var serveFlags = []flagSpec{
 	{[]string{"--enable-tower-connector-lora"}, kindBool},
 	{[]string{"--max-cpu-loras"}, kindInt},
 	{[]string{"--fully-sharded-loras"}, kindBool},
+	{[]string{"--lora-target-modules"}, kindList},
 	{[]string{"--default-mm-loras"}, kindJSON},
 	{[]string{"--specialize-active-lora"}, kindBool},
 
 	// ObservabilityConfig
 	{[]string{"--show-hidden-metrics-for-version"}, kindString},
 	{[]string{"--otlp-traces-endpoint"}, kindString},
-	{[]string{"--collect-detailed-traces"}, kindString},
+	{[]string{"--collect-detailed-traces"}, kindList},
 	{[]string{"--kv-cache-metrics"}, kindBool},
 	{[]string{"--kv-cache-metrics-sample"}, kindFloat},
 	{[]string{"--cudagraph-metrics"}, kindBool},
@@ -238,6 +253,7 @@ var serveFlags = []flagSpec{
 	{[]string{"--enable-chunked-prefill"}, kindBool},
 	{[]string{"--disable-chunked-mm-input"}, kindBool},
 	{[]string{"--scheduler-cls"}, kindString},
+	{[]string{"--scheduler-reserve-full-isl"}, kindBool},
 	{[]string{"--disable-hybrid-kv-cache-manager"}, kindBool},
 	{[]string{"--async-scheduling"}, kindBool},
 	{[]string{"--stream-interval"}, kindInt},
@@ -246,21 +262,25 @@ var serveFlags = []flagSpec{
 	{[]string{"--cudagraph-capture-sizes"}, kindList},
 	{[]string{"--cuda-graph-sizes"}, kindList},
 	{[]string{"--max-cudagraph-capture-size"}, kindInt},
+	{[]string{"--ir-op-priority"}, kindJSON},
 	{[]string{"--enable-flashinfer-autotune"}, kindBool},
 	{[]string{"--moe-backend"}, kindString},
 
 	// VllmConfig
-	{[]string{"--speculative-config"}, kindJSON},
+	{[]string{"--speculative-config", "-sc"}, kindJSON},
 	{[]string{"--kv-transfer-config"}, kindJSON},
 	{[]string{"--kv-events-config"}, kindJSON},
 	{[]string{"--ec-transfer-config"}, kindJSON},
 	{[]string{"--compilation-config", "-cc"}, kindJSON},
 	{[]string{"--attention-config", "-ac"}, kindJSON},
+	{[]string{"--reasoning-config"}, kindJSON},
 	{[]string{"--kernel-config"}, kindJSON},
 	{[]string{"--additional-config"}, kindJSON},
 	{[]string{"--structured-outputs-config"}, kindJSON},
 	{[]string{"--profiler-config"}, kindJSON},
-	{[]string{"--optimization-level", "-O"}, kindString},
+	// -O<level> and `-O <0-3>` are FlexibleArgumentParser rewrites, not an argparse alias
+	// (parse.go optimizationLevel).
+	{[]string{"--optimization-level"}, kindString},
 	{[]string{"--performance-mode"}, kindString},
 	{[]string{"--weight-transfer-config"}, kindJSON},
 
@@ -269,6 +289,7 @@ var serveFlags = []flagSpec{
 	{[]string{"--aggregate-engine-logging"}, kindStoreTrue},
 	{[]string{"--fail-on-environ-validation"}, kindBool},
 	{[]string{"--shutdown-timeout"}, kindInt},
+	{[]string{"--gdn-prefill-backend"}, kindString},
 	{[]string{"--enable-log-requests"}, kindBool},
 	{[]string{"--disable-log-requests"}, kindBool},
 
@@ -294,6 +315,8 @@ var serveFlags = []flagSpec{
 	{[]string{"--enable-tokenizer-info-endpoint"}, kindBool},
 	{[]string{"--enable-log-outputs"}, kindBool},
 	{[]string{"--enable-log-deltas"}, kindBool},
+	{[]string{"--cohere-is-reasoning-model"}, kindBool},
+	{[]string{"--cohere-format"}, kindString},
 	{[]string{"--log-error-stack"}, kindBool},
 	{[]string{"--tokens-only"}, kindBool},
 	{[]string{"--fingerprint-mode"}, kindString},

@@ -25,6 +25,11 @@ var envAssignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 // name the flag and the value: *ArgError for what argparse (or the pydantic field constraints)
 // rejects, *ShellError for a line the shell cannot split.
 //
+// The program is `vllm serve`, `python -m vllm.entrypoints.cli.main serve` (the same
+// subcommand) or `python -m vllm.entrypoints.openai.api_server` (ServeArgs.Entrypoint). For the
+// serve subcommand FlexibleArgumentParser.parse_args first moves the first `--model X` to the
+// positional slot, so a line that also names a positional model is refused, as vLLM refuses it.
+//
 // A unique prefix of a long option stands for it, as argparse's allow_abbrev allows. Not
 // supported, and rejected with an error rather than guessed: --config (the model reads no files).
 func ParseServe(cmdline string) (*ServeArgs, error) {
@@ -44,22 +49,95 @@ func ParseServe(cmdline string) (*ServeArgs, error) {
 	if i >= len(words) {
 		return nil, &ArgError{Reason: "empty command: expected `vllm serve ...`"}
 	}
-	if prog := words[i]; prog != "vllm" && path.Base(prog) != "vllm" {
-		return nil, &ArgError{Value: prog, Reason: fmt.Sprintf("not a vllm command: %q (expected `vllm serve ...`)", prog)}
-	}
-	if i+1 >= len(words) || words[i+1] != "serve" {
-		sub := ""
-		if i+1 < len(words) {
-			sub = words[i+1]
-		}
-		return nil, &ArgError{Value: sub, Reason: fmt.Sprintf("expected the serve subcommand after vllm, got %q", sub)}
+	first, entry, err := entrypoint(words, i)
+	if err != nil {
+		return nil, err
 	}
 	a.Argv = append([]string(nil), words[i:]...)
-	p := &argParser{args: a, words: words[i+2:]}
+	a.Entrypoint = entry
+	rest := words[first:]
+	if entry == EntrypointServe {
+		if rest, err = relocateModel(rest); err != nil {
+			return nil, err
+		}
+	}
+	p := &argParser{args: a, words: rest}
 	if err := p.run(); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// pythonProgram is the interpreter of a `python -m` launch: python, python3, python3.12, by any
+// path.
+var pythonProgram = regexp.MustCompile(`^python(\d+(\.\d+)*)?$`)
+
+// Modules a `python -m` line may run (vllm/entrypoints/cli/main.py and
+// vllm/entrypoints/openai/api_server.py).
+const (
+	cliMainModule   = "vllm.entrypoints.cli.main"
+	apiServerModule = "vllm.entrypoints.openai.api_server"
+)
+
+// entrypoint recognises the program at words[i] and returns the index of its first argument.
+func entrypoint(words []string, i int) (int, string, error) {
+	prog := words[i]
+	subcommand := func(at int) (int, string, error) {
+		if at >= len(words) || words[at] != "serve" {
+			sub := ""
+			if at < len(words) {
+				sub = words[at]
+			}
+			return 0, "", &ArgError{Value: sub, Reason: fmt.Sprintf("expected the serve subcommand after %s, got %q", strings.Join(words[i:at], " "), sub)}
+		}
+		return at + 1, EntrypointServe, nil
+	}
+	switch base := path.Base(prog); {
+	case prog == "vllm" || base == "vllm":
+		return subcommand(i + 1)
+	case pythonProgram.MatchString(base):
+		if i+2 >= len(words) || words[i+1] != "-m" {
+			return 0, "", &ArgError{Value: prog, Reason: fmt.Sprintf("%s without `-m %s` or `-m %s serve`: not a vLLM server launch", prog, apiServerModule, cliMainModule)}
+		}
+		switch mod := words[i+2]; mod {
+		case apiServerModule:
+			return i + 3, EntrypointAPIServer, nil
+		case cliMainModule:
+			return subcommand(i + 3)
+		default:
+			return 0, "", &ArgError{Value: mod, Reason: fmt.Sprintf("python module %q is not a vLLM server (expected %s, or %s serve)", mod, apiServerModule, cliMainModule)}
+		}
+	}
+	return 0, "", &ArgError{Value: prog, Reason: fmt.Sprintf("not a vllm command: %q (expected `vllm serve ...`)", prog)}
+}
+
+// modelOption is FlexibleArgumentParser.parse_args' test for the --model option it relocates.
+var modelOption = regexp.MustCompile(`^--model(=.+|$)`)
+
+// relocateModel is FlexibleArgumentParser.parse_args for `serve`: the first `--model X` (or
+// `--model=X`) is removed and X becomes the first argument, the positional model_tag. A missing
+// value is argparse's error for --model.
+func relocateModel(words []string) ([]string, error) {
+	for j, w := range words {
+		if !modelOption.MatchString(w) {
+			continue
+		}
+		var tag string
+		next := j + 1
+		if w == "--model" {
+			if j+1 >= len(words) || strings.HasPrefix(words[j+1], "-") {
+				return nil, &ArgError{Flag: "--model", Reason: "expected one argument"}
+			}
+			tag, next = words[j+1], j+2
+		} else {
+			tag = strings.TrimPrefix(w, "--model=")
+		}
+		out := make([]string, 0, len(words))
+		out = append(out, tag)
+		out = append(out, words[:j]...)
+		return append(out, words[next:]...), nil
+	}
+	return words, nil
 }
 
 // argParser walks the words after `vllm serve`.
@@ -69,9 +147,10 @@ type argParser struct {
 	pos      int
 	modelTag *string
 	modelOpt *string
-	// kv is the --kv-transfer-config object being assembled (JSON plus dotted keys).
-	kv     map[string]any
-	kvSeen bool
+	// kvJSON is the last whole --kv-transfer-config JSON given (argparse keeps the last
+	// occurrence); kvDotted merges every `--kv-transfer-config.key value` (see dotted).
+	kvJSON   map[string]any
+	kvDotted map[string]any
 }
 
 func (p *argParser) run() error {
@@ -99,8 +178,14 @@ func (p *argParser) run() error {
 	case p.modelOpt != nil:
 		p.args.Model = *p.modelOpt
 	}
-	if p.kvSeen {
-		kv, err := kvTransferFromMap(p.kv)
+	// FlexibleArgumentParser appends the merged dotted keys as one more whole JSON after every
+	// other argument, so they replace a whole --kv-transfer-config rather than amend it.
+	kvMap := p.kvJSON
+	if p.kvDotted != nil {
+		kvMap = p.kvDotted
+	}
+	if kvMap != nil {
+		kv, err := kvTransferFromMap(kvMap)
 		if err != nil {
 			return err
 		}
@@ -129,14 +214,14 @@ func (p *argParser) positional(w string) error {
 
 // option handles one option word (and the values it consumes).
 func (p *argParser) option(w string) error {
+	if strings.HasPrefix(w, "-O") {
+		return p.optimizationLevel(w)
+	}
 	name, explicit, hasExplicit := strings.Cut(w, "=")
 	base, key, dotted := strings.Cut(name, ".")
 	if strings.HasPrefix(base, "--") {
 		// FlexibleArgumentParser accepts underscores in long options: --tensor_parallel_size.
 		base = strings.ReplaceAll(base, "_", "-")
-	} else if strings.HasPrefix(name, "-O") && len(name) > 2 && name[2] != '.' && !hasExplicit {
-		// FlexibleArgumentParser's -O<level> shorthand (-O3).
-		base, explicit, hasExplicit, dotted = "-O", name[2:], true, false
 	}
 	ref, ok := flagIndex[base]
 	if !ok && strings.HasPrefix(base, "--") {
@@ -166,9 +251,15 @@ func (p *argParser) option(w string) error {
 		if spec.kind != kindJSON || ref.negated {
 			return &ArgError{Value: w, Reason: "unrecognized arguments: " + w}
 		}
-		val, err := p.value(spec, explicit, hasExplicit)
-		if err != nil {
-			return err
+		// FlexibleArgumentParser takes the next word as a dotted key's value whatever it looks
+		// like (processed_args[i + 1]).
+		val := explicit
+		if !hasExplicit {
+			if p.pos >= len(p.words) {
+				return &ArgError{Flag: spec.display(), Value: key, Reason: "expected one argument"}
+			}
+			val = p.words[p.pos]
+			p.pos++
 		}
 		return p.dotted(spec, key, val)
 	}
@@ -206,6 +297,29 @@ func (p *argParser) option(w string) error {
 		return err
 	}
 	return p.set(spec, val)
+}
+
+// optimizationLevel is FlexibleArgumentParser's -O shorthand, rewritten before argparse sees it:
+// `-O<x>` and `-O=<x>` are `--optimization-level <x>` whatever x is (so `-O.mode` is the level
+// ".mode", not a dotted key), and a bare `-O` is `--optimization-level` only when a level 0-3
+// follows; otherwise argparse knows no `-O` option.
+func (p *argParser) optimizationLevel(w string) error {
+	spec := flagIndex["--optimization-level"].spec
+	if w != "-O" {
+		level := w[2:]
+		if level[0] == '=' {
+			level = level[1:]
+		}
+		return p.set(spec, level)
+	}
+	if p.pos < len(p.words) {
+		switch next := p.words[p.pos]; next {
+		case "0", "1", "2", "3":
+			p.pos++
+			return p.set(spec, next)
+		}
+	}
+	return &ArgError{Value: w, Reason: "unrecognized arguments: " + w}
 }
 
 // value returns the single value of a flag: the explicit `=value` or the next word.
@@ -318,7 +432,12 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 			if err != nil {
 				return &ArgError{Flag: spec.display(), Value: val, Reason: err.Error()}
 			}
-			p.kv, p.kvSeen = obj, true
+			// argparse runs the type (pydantic's validation) on every occurrence, even one a
+			// later occurrence replaces.
+			if _, err := kvTransferFromMap(obj); err != nil {
+				return err
+			}
+			p.kvJSON = obj
 			return nil
 		}
 		if strings.HasPrefix(strings.TrimSpace(val), "{") {
@@ -396,9 +515,28 @@ func (p *argParser) setSize(flag string, n int) error {
 	return nil
 }
 
-// dotted sets one key of a JSON flag (`--kv-transfer-config.kv_role kv_both`); the value is
-// decoded as JSON when it is valid JSON and kept as a string otherwise.
+// dotted sets one key of a JSON flag (`--kv-transfer-config.kv_role kv_both`) as
+// FlexibleArgumentParser.parse_args does: the value is decoded as JSON, else as a
+// human_readable_int ("1k"), else kept as a string; a key ending in "+" takes a comma-separated
+// list that extends a list already given; all keys of one flag merge into one object
+// (recursive_dict_update: nested objects merge, lists extend, anything else is replaced).
 func (p *argParser) dotted(spec *flagSpec, key, val string) error {
+	var decoded any
+	if strings.HasSuffix(key, "+") {
+		key = strings.TrimSuffix(key, "+")
+		items := strings.Split(val, ",")
+		list := make([]any, len(items))
+		for i, it := range items {
+			list[i] = it
+		}
+		decoded = list
+	} else if v, err := decodeJSON(val); err == nil {
+		decoded = v
+	} else if n, ok := humanReadableInt(val); ok {
+		decoded = n
+	} else {
+		decoded = val
+	}
 	if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
 		return &ArgError{Flag: spec.display(), Value: key, Reason: fmt.Sprintf("invalid key %q", key)}
 	}
@@ -407,27 +545,70 @@ func (p *argParser) dotted(spec *flagSpec, key, val string) error {
 		p.other(spec.long()+".", &v)
 		return nil
 	}
-	if p.kv == nil {
-		p.kv = map[string]any{}
-	}
-	p.kvSeen = true
-	var decoded any = val
-	if v, err := decodeJSON(val); err == nil {
-		decoded = v
-	}
 	parts := strings.Split(key, ".")
-	m := p.kv
-	for _, part := range parts[:len(parts)-1] {
-		next, ok := m[part].(map[string]any)
-		if !ok {
-			next = map[string]any{}
-			m[part] = next
-		}
-		m = next
+	nested := decoded
+	for i := len(parts) - 1; i >= 0; i-- {
+		nested = map[string]any{parts[i]: nested}
 	}
-	m[parts[len(parts)-1]] = decoded
+	if p.kvDotted == nil {
+		p.kvDotted = map[string]any{}
+	}
+	mergeDict(p.kvDotted, nested.(map[string]any))
 	return nil
 }
+
+// mergeDict is FlexibleArgumentParser's recursive_dict_update.
+func mergeDict(orig, update map[string]any) {
+	for k, v := range update {
+		switch nv := v.(type) {
+		case map[string]any:
+			if om, ok := orig[k].(map[string]any); ok {
+				mergeDict(om, nv)
+				continue
+			}
+		case []any:
+			if ol, ok := orig[k].([]any); ok {
+				orig[k] = append(ol, nv...)
+				continue
+			}
+		}
+		orig[k] = v
+	}
+}
+
+// humanReadableInt is vllm/utils/argparse_utils.py human_readable_int as the dotted-key parser
+// uses it: a number with a decimal (k, m, g, t) or binary (K, M, G, T, integers only) suffix,
+// else Python's int(). The value is returned as a JSON number.
+func humanReadableInt(s string) (json.Number, bool) {
+	t := strings.TrimSpace(s)
+	if m := humanSuffix.FindStringSubmatch(t); m != nil {
+		number, suffix := m[1], m[2]
+		if mult, ok := decimalMultiplier[suffix]; ok {
+			f, err := strconv.ParseFloat(number, 64)
+			if err != nil {
+				return "", false
+			}
+			return json.Number(strconv.FormatInt(int64(f*float64(mult)), 10)), true
+		}
+		n, err := strconv.ParseInt(number, 10, 64)
+		if err != nil {
+			return "", false // "Decimals are not allowed with binary suffixes"
+		}
+		return json.Number(strconv.FormatInt(n<<binaryShift[suffix], 10)), true
+	}
+	n, err := pyInt(t)
+	if err != nil {
+		return "", false
+	}
+	return json.Number(strconv.Itoa(n)), true
+}
+
+// humanSuffix, decimalMultiplier and binaryShift are human_readable_int's tables.
+var (
+	humanSuffix       = regexp.MustCompile(`^(\d+(?:\.\d+)?)([kKmMgGtT])$`)
+	decimalMultiplier = map[string]int64{"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+	binaryShift       = map[string]uint{"K": 10, "M": 20, "G": 30, "T": 40}
+)
 
 // humanInt is arg_utils.human_readable_int: digits with an optional k/m/g/t multiplier (decimal
 // with a lowercase letter, binary with an uppercase one; fractions allowed with a suffix).

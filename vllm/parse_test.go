@@ -94,9 +94,72 @@ func TestParseServeAccepts(t *testing.T) {
 			},
 		},
 		{
-			name:  "--model when no positional; a positional wins (serve.py ServeSubcommand.cmd)",
-			line:  "vllm serve --model a/B pos/C",
-			check: func(t *testing.T, a *ServeArgs) { wantStr(t, "model", a.Model, "pos/C") },
+			name: "--model moves to the positional slot wherever it stands (argparse_utils.FlexibleArgumentParser.parse_args)",
+			line: "vllm serve -tp 2 --model a/B --served-model-name x",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "model", a.Model, "a/B")
+				wantInt(t, "tp", a.TensorParallelSize, 2)
+			},
+		},
+		{
+			name: "python -m vllm.entrypoints.openai.api_server parses the same flags (entrypoints/openai/api_server.py __main__; Mooncake doc/en/vllm-integration-v1.md)",
+			line: `MOONCAKE_CONFIG_PATH=./mooncake.json python3 -m vllm.entrypoints.openai.api_server --model Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4 --port 8100 --max-model-len 10000 --gpu-memory-utilization 0.8 --headless --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_producer"}'`,
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "model", a.Model, "Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4")
+				wantStr(t, "entrypoint", a.Entrypoint, EntrypointAPIServer)
+				wantInt(t, "port", a.Port, 8100)
+				if !a.HasMooncakeStore() || !a.Headless {
+					t.Errorf("kv = %+v headless = %v", a.KVTransfer, a.Headless)
+				}
+			},
+		},
+		{
+			name: "python -m vllm.entrypoints.cli.main serve is vllm serve (entrypoints/cli/main.py)",
+			line: "/usr/bin/python3.12 -m vllm.entrypoints.cli.main serve org/M -dp 2",
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "model", a.Model, "org/M")
+				wantStr(t, "entrypoint", a.Entrypoint, EntrypointServe)
+				wantInt(t, "dp", a.DataParallelSize, 2)
+			},
+		},
+		{
+			name: "dotted keys replace a whole kv-transfer-config: FlexibleArgumentParser appends them as one more JSON after every other argument (argparse_utils.parse_args)",
+			line: `vllm serve m --kv-transfer-config.kv_role kv_both --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_producer","kv_connector_extra_config":{"lookup_rpc_port":5}}' --kv-transfer-config.kv_connector MooncakeStoreConnector`,
+			check: func(t *testing.T, a *ServeArgs) {
+				if !a.HasMooncakeStore() || a.KVTransfer.Role != "kv_both" {
+					t.Fatalf("kv = %+v", a.KVTransfer)
+				}
+				if _, ok := a.KVTransfer.ExtraConfig["lookup_rpc_port"]; ok {
+					t.Errorf("the whole JSON's extra config survived: %v", a.KVTransfer.ExtraConfig)
+				}
+			},
+		},
+		{
+			name: "dotted values: JSON, else human_readable_int, else a string; key+ appends a list; objects merge (argparse_utils.parse_args, recursive_dict_update)",
+			line: `vllm serve m --kv-transfer-config.kv_connector MooncakeStoreConnector --kv-transfer-config.kv_role kv_both --kv-transfer-config.kv_connector_extra_config.lookup_rpc_port 2k --kv-transfer-config.kv_connector_extra_config '{"load_async":false}' --kv-transfer-config.kv_connector_extra_config.tiers+ a,b --kv-transfer-config.kv_connector_extra_config.tiers+=c`,
+			check: func(t *testing.T, a *ServeArgs) {
+				extra := a.KVTransfer.ExtraConfig
+				if got := pyStr(extra["lookup_rpc_port"]); got != "2000" {
+					t.Errorf("lookup_rpc_port = %s, want 2000", got)
+				}
+				if got := pyStr(extra["load_async"]); got != "False" {
+					t.Errorf("load_async = %s", got)
+				}
+				if got := pyStr(extra["tiers"]); got != `["a","b","c"]` {
+					t.Errorf("tiers = %s", got)
+				}
+			},
+		},
+		{
+			name: "flags of vLLM main's EngineArgs and FrontendArgs (arg_utils.add_cli_args, cli_args.FrontendArgs)",
+			line: "vllm serve m -sc '{\"method\":\"ngram\"}' --renderer-num-workers 2 --mamba-backend triton --enable-mamba-cache-stochastic-rounding --mamba-cache-philox-rounds 4 --kv-cache-dtype-skip-layers 0 1 --mm-encoder-attn-dtype fp8 --mm-tensor-ipc torch_shm --lora-target-modules q_proj k_proj --scheduler-reserve-full-isl --ir-op-priority '{}' --reasoning-config '{}' --gdn-prefill-backend triton --cohere-format cmd3 --no-cohere-is-reasoning-model --collect-detailed-traces model worker --uvicorn-log-level debug --api-key k1 k2 --disable-log-requests --async-scheduling --all2all-backend deepep_low_latency --enable-dbo --enable-eplb --eplb-config.num_redundant_experts 32 -cc.mode 3 -O=2",
+			check: func(t *testing.T, a *ServeArgs) {
+				for _, f := range []string{"--speculative-config", "--renderer-num-workers", "--kv-cache-dtype-skip-layers", "--lora-target-modules", "--no-cohere-is-reasoning-model", "--collect-detailed-traces", "--enable-eplb", "--eplb-config."} {
+					if !a.hasOther(f) {
+						t.Errorf("%s not kept", f)
+					}
+				}
+			},
 		},
 		{
 			name:  "--model alone (serve.py ServeSubcommand.cmd)",
@@ -236,8 +299,14 @@ func TestParseServeRejects(t *testing.T) {
 		{"kv_role outside KVRole", `vllm serve m --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"both"}'`, []string{"--kv-transfer-config", "kv_role"}},
 		{"kv_connector without kv_role (KVTransferConfig.__post_init__)", `vllm serve m --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector"}'`, []string{"--kv-transfer-config", "Please specify kv_role"}},
 		{"engine_id must be a string", `vllm serve m --kv-transfer-config '{"kv_connector":"X","kv_role":"kv_both","engine_id":7}'`, []string{"engine_id", "valid string"}},
-		{"not vllm", "python -m vllm.entrypoints.openai.api_server", []string{"not a vllm command"}},
+		{"not vllm", "sglang serve m", []string{"not a vllm command"}},
+		{"python without a vLLM server module", "python3 -m http.server 8000", []string{"not a vLLM server", "http.server"}},
+		{"python running a script", "python3 serve.py --model m", []string{"not a vLLM server launch"}},
+		{"--model and a positional model both (FlexibleArgumentParser moves --model to the positional slot)", "vllm serve --model a/B pos/C", []string{"unrecognized arguments", "pos/C"}},
+		{"--model without a value (FlexibleArgumentParser.parse_args)", "vllm serve --model -tp 2", []string{"--model", "expected one argument"}},
+		{"a whole kv-transfer-config is validated even when a later one replaces it (argparse type= on every occurrence)", `vllm serve m --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector"}' --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`, []string{"Please specify kv_role"}},
 		{"not serve", "vllm bench serve", []string{"serve subcommand"}},
+		{"bare -O without a level 0-3 (FlexibleArgumentParser rewrites only -O <0-3>)", "vllm serve m -O fast", []string{"unrecognized arguments", "-O"}},
 		{"empty", "   ", []string{"empty command"}},
 		{"config file", "vllm serve m --config c.yaml", []string{"--config", "c.yaml"}},
 		{"dotted key on a non-JSON flag", "vllm serve m --tensor-parallel-size.x 1", []string{"unrecognized arguments"}},
