@@ -47,21 +47,50 @@ var _ = Describe("every scenario", func() {
 				if !okD || !okL {
 					Fail("a run of this scenario failed before its report (see its spec): no parity to check")
 				}
-				Expect(violationSet(l)).To(Equal(violationSet(d)), "violations (kind: processes) on local, then on docker")
+				Expect(report.KindSet(l.Violations)).To(Equal(report.KindSet(d.Violations)), "violation kinds on local, then on docker")
+				Expect(identityViolations(l)).To(Equal(identityViolations(d)), "identity violations (kind: processes) on local, then on docker")
 			})
 		})
 	}
 })
+
+// knownDivergences are the scenarios whose live run is known to differ from the model's paper run:
+// the kinds the live run shows, and why. Their spec asserts the divergence as documented, so it
+// fails — asking for the entry's removal — as soon as the model and the node program agree; every
+// other assertion (identities, parity, matchers) still applies.
+var knownDivergences = map[string]struct {
+	profile  string
+	observed []report.Kind
+	why      string
+}{
+	"vllm53743-external-lb-shared-nodes-buggy": {
+		profile:  "main,external_lb_rank=infer,nnodes_within_dp=floor",
+		observed: []report.Kind{report.ProcessCrashed, report.RendezvousFailed},
+		why: "both launches on node0 take DP rank 0 (the inferred rank overwrites --data-parallel-rank), so both " +
+			"front ends bind the DP handshake socket at node0:13345. vLLM binds it before it starts its engines " +
+			"(vllm/v1/engine/utils.py launch_core_engines: zmq_socket_ctx(local_handshake_address, zmq.ROUTER, " +
+			"bind=True) encloses CoreEngineProcManager), so the second front end dies of EADDRINUSE; the live run " +
+			"shows that failed bind (as a failed dp rendezvous), while the model's paper run lets the engines' " +
+			"ZeroDivisionError cascade to both front ends first",
+	},
+}
 
 // expectAsPredicted asserts what every run of s must show: the exact expected kinds, the kinds the
 // model predicts, and per process the identity fields the model derives (vllm.Predict over the
 // scenario, seeded with its name as explain does). The invariant matchers agree with the checks.
 func expectAsPredicted(s *scenarios.Scenario, rep report.Report) {
 	GinkgoHelper()
-	Expect(rep).To(matchers.HaveViolationKinds(s.Expect...), "observed against the scenario's expect")
 	predicted, err := vllm.Predict(s.Deployment())
 	Expect(err).NotTo(HaveOccurred())
-	Expect(rep).To(matchers.HaveViolationKinds(report.KindSet(check.Run(predicted))...), "observed against explain's prediction")
+	if d, ok := knownDivergences[s.Name]; ok && s.Profile.String() == d.profile {
+		AddReportEntry("known divergence", d.why)
+		Expect(report.KindSet(check.Run(predicted))).To(Equal(s.Expect), "the model still predicts the scenario's expect")
+		Expect(rep).To(matchers.HaveViolationKinds(d.observed...), "the live run diverges from the model as documented in knownDivergences; "+
+			"if it no longer does, remove the entry: "+d.why)
+	} else {
+		Expect(rep).To(matchers.HaveViolationKinds(s.Expect...), "observed against the scenario's expect")
+		Expect(rep).To(matchers.HaveViolationKinds(report.KindSet(check.Run(predicted))...), "observed against explain's prediction")
+	}
 	Expect(identityDiffs(predicted, rep.Processes)).To(BeEmpty(), "processes whose identity differs from the prediction")
 
 	// The invariant matchers fail exactly where the checks found the invariant broken.
@@ -97,7 +126,7 @@ func identityDiffs(predicted, observed []report.Process) []string {
 	}
 	var diffs []string
 	for _, p := range predicted {
-		if _, ok := obs[p.ID]; !ok && startedInPrediction(p, pred) {
+		if _, ok := obs[p.ID]; !ok && startsForSure(p, pred) {
 			diffs = append(diffs, fmt.Sprintf("%s (host %s): the model starts it, it never reported", p.ID, p.Host))
 		}
 	}
@@ -127,14 +156,22 @@ func identityDiffs(predicted, observed []report.Process) []string {
 	return diffs
 }
 
-// startedInPrediction: the model's paper run starts p — a child of a process that ends before
-// starting it (its parent crashed, and so has an exit) never runs.
-func startedInPrediction(p report.Process, pred map[string]report.Process) bool {
-	if p.Parent == "" || p.Exit != nil {
-		return true
+// startsForSure: p runs in every run — no ancestor of it crashes in the model's paper run. Below
+// a crashing ancestor, whether a child started before the ancestor's failure stopped it is a race
+// (vLLM's executor stops starting workers once its engine fails): such a process must be who the
+// model says when it reports, but need not report.
+func startsForSure(p report.Process, pred map[string]report.Process) bool {
+	for id := p.Parent; id != ""; {
+		a, ok := pred[id]
+		if !ok {
+			return true
+		}
+		if a.Crashed() {
+			return false
+		}
+		id = a.Parent
 	}
-	parent, ok := pred[p.Parent]
-	return !ok || parent.Exit == nil || parent.Exit.Expected
+	return true
 }
 
 func deref(p *int) any {
@@ -144,11 +181,18 @@ func deref(p *int) any {
 	return *p
 }
 
-// violationSet is a report's violations as "kind: process, process": what two runtimes must agree
-// on (messages name addresses, which differ between runtimes).
-func violationSet(rep report.Report) []string {
+// identityViolations are a report's violations of who processes are and where they listen, as
+// "kind: process, process" (messages name addresses, which differ between runtimes): those follow
+// from the processes' identities alone, so both runtimes must name the same processes. Crashes
+// and rendezvous failures are left to the kind comparison: in the cascade after a failure, which
+// sibling a parent stops before it reaches its own crash, and which members a failed barrier
+// lists, are races on any runtime (vLLM's too).
+func identityViolations(rep report.Report) []string {
 	var out []string
 	for _, v := range rep.Violations {
+		if v.Kind == report.ProcessCrashed || v.Kind == report.RendezvousFailed {
+			continue
+		}
 		ps := append([]string(nil), v.Processes...)
 		sort.Strings(ps)
 		out = append(out, string(v.Kind)+": "+strings.Join(ps, ", "))

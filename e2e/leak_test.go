@@ -1,0 +1,325 @@
+package e2e_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/moby/moby/client"
+
+	"github.com/widetp/widetp/harness"
+)
+
+// Nothing a run made outlives it: not after the suite's own runs, not after a `widetp run` that is
+// SIGKILLed half-way (the next run sweeps what it left), not after one interrupted with SIGINT
+// (it tears its run down itself). Serial: Ginkgo runs these on process 1 after every parallel
+// spec has finished, so the last one sees what the whole suite left.
+var _ = Describe("nothing outlives a run", Serial, Ordered, Label("leak"), func() {
+	var widetp string
+
+	BeforeAll(func(ctx SpecContext) {
+		widetp = filepath.Join(GinkgoT().TempDir(), "widetp")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", widetp, "./cmd/widetp")
+		cmd.Dir = moduleRoot
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "build widetp: %s", out)
+	}, NodeTimeout(5*time.Minute))
+
+	for _, rt := range []string{harness.RuntimeDocker, harness.RuntimeLocal} {
+		It("sweeps, at the next run, what a `widetp run` SIGKILLed half-way left on "+rt, Label(rt), func(ctx SpecContext) {
+			if !hasRuntime(rt) {
+				Skip("no Docker engine answered")
+			}
+			child := startWidetpRun(ctx, widetp, rt)
+			Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
+			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
+
+			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithModuleRoot(moduleRoot), harness.WithProgress(GinkgoWriter))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(next.Close(ctx)).To(Succeed())
+			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
+				WithTimeout(leftoverBound).Should(BeEmpty(), "what the killed run %s left, after the next run's sweep", child.runID)
+		}, SpecTimeout(4*time.Minute))
+
+		It("tears down a `widetp run` interrupted with SIGINT half-way on "+rt, Label(rt), func(ctx SpecContext) {
+			if !hasRuntime(rt) {
+				Skip("no Docker engine answered")
+			}
+			child := startWidetpRun(ctx, widetp, rt)
+			Expect(child.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+			err := child.cmd.Wait()
+			var ee *exec.ExitError
+			Expect(err).To(BeAssignableToTypeOf(ee), "widetp run ended without an exit status: %v", err)
+			Expect(child.cmd.ProcessState.ExitCode()).To(Equal(130), "stderr:\n%s", child.stderr())
+			Expect(child.stderr()).To(ContainSubstring("interrupted by interrupt; torn down"))
+			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
+				WithTimeout(leftoverBound).Should(BeEmpty(), "what the interrupted run %s left", child.runID)
+		}, SpecTimeout(4*time.Minute))
+	}
+
+	It("finds nothing labelled io.widetp.run and no simnode or fakestore process of this suite's runs", func(ctx SpecContext) {
+		Expect(suiteLeftovers(ctx)).To(BeEmpty())
+	}, SpecTimeout(time.Minute))
+})
+
+// leftoverBound bounds the wait for the processes of a run that just ended to be gone: a killed
+// process is reaped within milliseconds; the bound only matters on a wedged machine.
+const leftoverBound = 30 * time.Second
+
+// widetpRun is a `widetp run` child, stopped half-way: its store and at least one node are up.
+type widetpRun struct {
+	cmd    *exec.Cmd
+	runID  string
+	dir    string // the local run's directory
+	errBuf *syncBuffer
+}
+
+func (w *widetpRun) stderr() string { return w.errBuf.String() }
+
+// The progress lines that tell a child's run apart and say it is half-way.
+var (
+	runLine      = regexp.MustCompile(`^widetp: starting the fake store \(\w+ flavor\) on \w+, run (\S+)$`)
+	localDirLine = regexp.MustCompile(`^widetp: local run \S+ in (\S+) on `)
+	nodeUpLine   = regexp.MustCompile(`^widetp: node (\S+) up`)
+)
+
+// halfWay bounds a child's way to half-way: a cached image or binary and a few node starts.
+const halfWay = 2 * time.Minute
+
+// startWidetpRun starts `widetp run` of a healthy four-node scenario on rt and returns once its
+// progress says a node (not the store) is up.
+func startWidetpRun(ctx context.Context, widetp, rt string) *widetpRun {
+	GinkgoHelper()
+	cmd := exec.Command(widetp, "run", "--runtime", rt, filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml"))
+	cmd.Dir = moduleRoot
+	pipe, err := cmd.StderrPipe()
+	Expect(err).NotTo(HaveOccurred())
+	w := &widetpRun{cmd: cmd, errBuf: &syncBuffer{}}
+	Expect(cmd.Start()).To(Succeed())
+	DeferCleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	up := make(chan struct{})
+	ids := make(chan [2]string, 1)
+	go func() {
+		defer GinkgoRecover()
+		sc := bufio.NewScanner(pipe)
+		var id, dir string
+		signalled := false
+		for sc.Scan() {
+			line := sc.Text()
+			w.errBuf.WriteLine(line)
+			if m := runLine.FindStringSubmatch(line); m != nil {
+				id = m[1]
+			}
+			if m := localDirLine.FindStringSubmatch(line); m != nil {
+				dir = m[1]
+			}
+			if m := nodeUpLine.FindStringSubmatch(line); m != nil && m[1] != harness.StoreHost && !signalled {
+				signalled = true
+				ids <- [2]string{id, dir}
+				close(up)
+			}
+		}
+		_, _ = io.Copy(io.Discard, pipe)
+	}()
+	select {
+	case <-up:
+	case <-time.After(halfWay):
+		Fail("widetp run did not get half-way within " + halfWay.String() + ":\n" + w.stderr())
+	case <-ctx.Done():
+		Fail("the spec ran out waiting for widetp run to get half-way")
+	}
+	got := <-ids
+	w.runID, w.dir = got[0], got[1]
+	Expect(w.runID).NotTo(BeEmpty(), "the run id in the progress:\n%s", w.stderr())
+	if rt == harness.RuntimeLocal {
+		Expect(w.dir).NotTo(BeEmpty(), "the local run's directory in the progress:\n%s", w.stderr())
+	}
+	return w
+}
+
+// leftovers lists what the child's run still has: containers and networks labelled with its run
+// id (Docker), its run directory and every process whose ipc root is inside it (local).
+func leftovers(ctx context.Context, rt string, w *widetpRun) []string {
+	GinkgoHelper()
+	var out []string
+	if rt == harness.RuntimeDocker {
+		cli := engine()
+		defer cli.Close()
+		f := make(client.Filters).Add("label", harness.LabelRun+"="+w.runID)
+		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
+		Expect(err).NotTo(HaveOccurred())
+		for _, c := range cs.Items {
+			out = append(out, "container "+strings.Join(c.Names, ","))
+		}
+		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
+		Expect(err).NotTo(HaveOccurred())
+		for _, n := range ns.Items {
+			out = append(out, "network "+n.Name)
+		}
+		return out
+	}
+	if _, err := os.Stat(w.dir); err == nil {
+		out = append(out, "directory "+w.dir)
+	}
+	for _, p := range simulatedProcesses() {
+		if strings.HasPrefix(p.ipcRoot, w.dir+"/") {
+			out = append(out, p.String())
+		}
+	}
+	return out
+}
+
+func engine() *client.Client {
+	GinkgoHelper()
+	cli, err := client.New(client.FromEnv)
+	Expect(err).NotTo(HaveOccurred())
+	return cli
+}
+
+// simProcess is a simnode or fakestore process of this machine.
+type simProcess struct {
+	pid     int
+	name    string
+	ipcRoot string // WIDETP_IPC_ROOT: set on local runs' hosts only
+}
+
+func (p simProcess) String() string {
+	return fmt.Sprintf("process %d (%s, ipc root %q)", p.pid, p.name, p.ipcRoot)
+}
+
+// simulatedProcesses scans /proc for simnode and fakestore processes (a container's show up too).
+func simulatedProcesses() []simProcess {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []simProcess
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSpace(string(comm))
+		if name != "simnode" && name != "fakestore" {
+			continue
+		}
+		p := simProcess{pid: pid, name: name}
+		if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil {
+			for _, kv := range strings.Split(string(env), "\x00") {
+				if v, ok := strings.CutPrefix(kv, harness.EnvIPCRoot+"="); ok {
+					p.ipcRoot = v
+				}
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// ours: a harness process of this suite — this process, a `ginkgo -p` sibling (same parent), or a
+// child of this process (the `widetp run`s above).
+func ours(o harness.Owner) bool {
+	if o.PID == os.Getpid() {
+		return true
+	}
+	ppid, err := parentOf(o.PID)
+	return err == nil && (ppid == os.Getppid() || ppid == os.Getpid())
+}
+
+func parentOf(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0, fmt.Errorf("stat of %d: too short", pid)
+	}
+	return strconv.Atoi(f[1])
+}
+
+// suiteLeftovers lists every container or network labelled io.widetp.run whose owner is this
+// suite or is gone, and every simnode or fakestore process of a local run directory whose owner is
+// this suite or gone (or whose directory is gone). Runs of other live harness processes — another
+// terminal on a shared machine — are someone else's. Images stay: they are a cache by content.
+func suiteLeftovers(ctx context.Context) []string {
+	GinkgoHelper()
+	me, err := harness.CurrentOwner()
+	Expect(err).NotTo(HaveOccurred())
+	mine := func(label string) bool {
+		o, err := harness.ParseOwner(label)
+		return err != nil || !o.Alive(me.Machine) || ours(o)
+	}
+	var out []string
+	if hasRuntime(harness.RuntimeDocker) {
+		cli := engine()
+		defer cli.Close()
+		all := make(client.Filters).Add("label", harness.LabelRun)
+		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: all})
+		Expect(err).NotTo(HaveOccurred())
+		for _, c := range cs.Items {
+			if mine(c.Labels[harness.LabelOwner]) {
+				out = append(out, fmt.Sprintf("container %s of run %s (owner %s)", strings.Join(c.Names, ","), c.Labels[harness.LabelRun], c.Labels[harness.LabelOwner]))
+			}
+		}
+		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: all})
+		Expect(err).NotTo(HaveOccurred())
+		for _, n := range ns.Items {
+			if mine(n.Labels[harness.LabelOwner]) {
+				out = append(out, fmt.Sprintf("network %s of run %s (owner %s)", n.Name, n.Labels[harness.LabelRun], n.Labels[harness.LabelOwner]))
+			}
+		}
+	}
+	for _, p := range simulatedProcesses() {
+		if p.ipcRoot == "" {
+			continue // a container's: the container check covers it
+		}
+		owner, err := os.ReadFile(filepath.Join(filepath.Dir(p.ipcRoot), ".owner"))
+		if err != nil || mine(strings.TrimSpace(string(owner))) {
+			out = append(out, p.String())
+		}
+	}
+	return out
+}
+
+// syncBuffer collects a child's stderr lines while a spec may read them.
+type syncBuffer struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *syncBuffer) WriteLine(s string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, s)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(b.lines, "\n")
+}
