@@ -23,7 +23,8 @@ func lookupPathCollision(procs []report.Process) []report.Violation {
 		if p.LookupRole != report.LookupServer || p.LookupPath == "" || !p.Live() {
 			continue
 		}
-		k := key{p.Host, p.LookupPath}
+		// Paths that name one socket file are one path (report.LookupEndpointKey).
+		k := key{p.Host, report.LookupEndpointKey(p.LookupPath)}
 		servers[k] = append(servers[k], p)
 	}
 	var out []report.Violation

@@ -1,5 +1,10 @@
 package report
 
+import (
+	"path"
+	"strings"
+)
+
 // ResolveLookups fills Lookup.ServedBy of every client whose request nonce a server lists in Served,
 // on the same host (ipc paths are host-local). Predictions set ServedBy directly; live runs need the
 // join because the lookup reply (a u32 hit count, vLLM's wire format) cannot name the server.
@@ -20,4 +25,16 @@ func ResolveLookups(procs []Process) {
 			l.ServedBy = id
 		}
 	}
+}
+
+// LookupEndpointKey names the socket a lookup endpoint reaches on its host. An ipc:// endpoint is
+// a file, so it is keyed by the cleaned path: "ipc:///tmp//lookup_..." (VLLM_RPC_BASE_PATH with a
+// trailing slash) and "ipc:///tmp/lookup_..." bind one socket file, and the later binder takes it
+// over as libzmq does. Any other endpoint is its own key.
+func LookupEndpointKey(endpoint string) string {
+	p, ok := strings.CutPrefix(endpoint, "ipc://")
+	if !ok || p == "" {
+		return endpoint
+	}
+	return "ipc://" + path.Clean(p)
 }
