@@ -57,7 +57,22 @@ type ServeArgs struct {
 
 	// Other lists every other flag as given, in order, under its canonical long name.
 	Other []Option `json:"other,omitempty"`
+
+	// configs holds the final object of each JSON flag given as an object (--eplb-config,
+	// --kv-transfer-config, ...), as argparse leaves it once FlexibleArgumentParser has folded
+	// the dotted keys in.
+	configs map[string]map[string]any
 }
+
+func (a *ServeArgs) setJSONConfig(flag string, obj map[string]any) {
+	if a.configs == nil {
+		a.configs = map[string]map[string]any{}
+	}
+	a.configs[flag] = obj
+}
+
+// jsonConfig is the final object of a JSON flag, nil when the flag was not given as an object.
+func (a *ServeArgs) jsonConfig(flag string) map[string]any { return a.configs[flag] }
 
 // Entrypoints (ServeArgs.Entrypoint).
 const (
@@ -126,6 +141,11 @@ type KVTransferConfig struct {
 	// Raw is the whole object as given (unknown keys included).
 	Raw map[string]any `json:"raw,omitempty"`
 }
+
+// buildsConnector is KVTransferConfig.is_kv_transfer_instance: a connector is named (its kv_role
+// is then required by validation). A config without one (`--kv-transfer-config.kv_role kv_both`
+// alone) builds no connector anywhere, so its engine_id is never used.
+func (k *KVTransferConfig) buildsConnector() bool { return k != nil && k.Connector != "" }
 
 // mooncakeStoreExtra returns the kv_connector_extra_config of the Mooncake store connector this
 // config runs, directly or inside a MultiConnector, and whether there is one.

@@ -1,5 +1,7 @@
 package vllm
 
+import "strconv"
+
 // engineConfigInput is what EngineArgs.create_engine_config reads besides the command line.
 type engineConfigInput struct {
 	args     *ServeArgs
@@ -11,6 +13,9 @@ type engineConfigInput struct {
 	gpus int
 	// hostIP is get_ip(): VLLM_HOST_IP, else the host's own address (its name in the simulation).
 	hostIP string
+	// apiProcessCount is EngineArgs._api_process_count: the API server count run_multi_api_server
+	// sets, 1 on every other path.
+	apiProcessCount int
 }
 
 // createEngineConfig is the data-parallel part of vllm/engine/arg_utils.py
@@ -141,7 +146,30 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		executorBackend: executor,
 		masterAddr:      a.MasterAddr, masterPort: a.MasterPort,
 		nnodes: a.NNodes, nodeRk: a.NodeRank,
+		features: parallelFeatures(a, in.apiProcessCount),
 	}, in.env, in.gpus, in.profile.NNodesWithinDP == NNodesWithinDPClamp)
+}
+
+// parallelFeatures reads the ParallelConfig fields whose checks can refuse a launch
+// (ParallelConfig.__post_init__, _validate_parallel_config, _verify_args) from the flags kept in
+// ServeArgs.Other.
+func parallelFeatures(a *ServeArgs, apiProcessCount int) parallelFeatureFlags {
+	f := parallelFeatureFlags{
+		enableEPLB:          a.boolFlag("--enable-eplb"),
+		enableElasticEP:     a.boolFlag("--enable-elastic-ep"),
+		enableFaultTol:      a.boolFlag("--enable-fault-tolerance"),
+		numaBind:            a.boolFlag("--numa-bind"),
+		numaLists:           a.hasOther("--numa-bind-nodes") || a.hasOther("--numa-bind-cpus"),
+		dcpCommBackend:      a.lastOther("--dcp-comm-backend"),
+		rayWorkersUseNsight: a.boolFlag("--ray-workers-use-nsight"),
+		apiProcessCount:     max(apiProcessCount, 1),
+	}
+	if eplb := a.jsonConfig("--eplb-config"); eplb != nil {
+		if n, err := strconv.Atoi(pyStr(eplb["num_redundant_experts"])); err == nil {
+			f.redundantExperts = n
+		}
+	}
+	return f
 }
 
 func intPtr(v int) *int { return &v }

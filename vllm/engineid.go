@@ -9,9 +9,11 @@ import (
 // baseEngineID is the KV engine_id one CLI parse holds: the explicit `engine_id` of
 // --kv-transfer-config, else the uuid4() KVTransferConfig.__post_init__ draws
 // (vllm/config/kv_transfer.py). The model derives that uuid from the seed, the host and the
-// command index, so every parse gets its own id (as in vLLM) and a run reproduces.
+// command index, so every parse gets its own id (as in vLLM) and a run reproduces. It is "" when
+// the config names no connector: no process builds one, and report.Process.EngineID is set only
+// where one is built.
 func baseEngineID(kv *KVTransferConfig, seed, host string, cmd int) string {
-	if kv == nil {
+	if !kv.buildsConnector() {
 		return ""
 	}
 	if kv.EngineID != nil {

@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"path"
 	"strings"
 )
 
@@ -81,12 +82,15 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 	return e, nil
 }
 
-// gettempdir is Python's tempfile.gettempdir(): the first of TMPDIR, TEMP, TMP that is set, else
-// /tmp (the model cannot check that the directory exists; a simulated node has it).
+// gettempdir is Python's tempfile.gettempdir(): the first of TMPDIR, TEMP, TMP that is set, made
+// absolute and normalised (os.path.abspath: "/var/tmp/" and "/var//tmp" are "/var/tmp"), else
+// /tmp. The model cannot check that the directory exists (a simulated node has it), nor resolve
+// a relative one against the process's working directory, which a scenario does not give; it is
+// normalised as it stands.
 func gettempdir(env map[string]string) string {
 	for _, k := range []string{"TMPDIR", "TEMP", "TMP"} {
 		if v := env[k]; v != "" {
-			return strings.TrimRight(v, "/")
+			return path.Clean(v)
 		}
 	}
 	return "/tmp"

@@ -58,7 +58,7 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		return p
 	}
-	if cp.args.KVTransfer != nil {
+	if cp.args.KVTransfer.buildsConnector() {
 		if src := engineIDSourceRank(pc, world.Rank, rank, cp.opts.Profile); src != nil && *src != world.Rank {
 			p.EngineIDFromRank = src
 		}
@@ -85,8 +85,9 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 // workerDevice is the device a GPU worker selects in Worker.init_device
 // (vllm/v1/worker/gpu_worker.py): on one node of a non-Ray DP deployment its local rank is
 // offset by its DP local rank (data_parallel_rank_local, else data_parallel_index) times
-// PP*TP, and asserted to exist; elsewhere a local rank past the devices fails in CUDA. The
-// worker raises before it joins its torch world, so the model records it at StageEngineInit.
+// PP*TP, and asserted to exist, then local_world_size is asserted to fit the visible devices;
+// elsewhere a local rank past the devices fails in CUDA. The worker raises before it joins its
+// torch world, so the model records it at StageEngineInit.
 func (cp *cmdPlanner) workerDevice(pc *ParallelConfig, localRank int) error {
 	device := localRank
 	nnodes, err := pc.NNodesWithinDP()
@@ -101,6 +102,11 @@ func (cp *cmdPlanner) workerDevice(pc *ParallelConfig, localRank int) error {
 		device += dpLocal * pc.PipelineParallelSize * pc.TensorParallelSize
 		if device >= cp.gpus {
 			return assertionError("DP adjusted local rank %d is out of bounds. ", device)
+		}
+		// Then every worker, whatever its own device, checks that its node holds the replica's
+		// share of the world.
+		if lws, err := pc.LocalWorldSize(); err == nil && lws > cp.gpus {
+			return assertionError("local_world_size (%d) must be less than or equal to the number of visible devices (%d).", lws, cp.gpus)
 		}
 		return nil
 	}

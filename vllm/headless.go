@@ -7,7 +7,7 @@ import "github.com/widetp/widetp/report"
 // node's L engine cores start and handshake with the head's front end.
 func (cp *cmdPlanner) headless() *ProcessPlan {
 	id := cp.id(report.RoleHeadless, 0)
-	pc, err := createEngineConfig(cp.engineInput(cp.args, true))
+	pc, err := createEngineConfig(cp.engineInput(cp.args, true, 1))
 	if err != nil {
 		return cp.crashed(id, "", report.RoleHeadless, nil, StageConfig, err)
 	}

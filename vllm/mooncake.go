@@ -42,6 +42,37 @@ func lookupPath(env vllmEnv, extra map[string]any, hostname string, idx int) str
 	return fmt.Sprintf("ipc://%s/lookup_rpc_port_%s_host_%s_dp_rank%d", env.rpcBasePath, port, hostname, idx)
 }
 
+// storeLookupEnabled is the store scheduler's enable_lookup (mooncake/store/scheduler.py
+// MooncakeStoreScheduler: kv_connector_extra_config.get("enable_lookup", True), used as a Python
+// truth value, so "false" the string still enables it).
+func storeLookupEnabled(extra map[string]any) bool {
+	v, ok := extra["enable_lookup"]
+	if !ok {
+		return true
+	}
+	return pyTruthy(v)
+}
+
+// pyTruthy is Python's bool() of a decoded JSON value.
+func pyTruthy(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case bool:
+		return x
+	case string:
+		return x != ""
+	case json.Number:
+		f, err := x.Float64()
+		return err != nil || f != 0
+	case []any:
+		return len(x) > 0
+	case map[string]any:
+		return len(x) > 0
+	}
+	return true
+}
+
 // segmentHost is the local_hostname a worker's store client registers under: the
 // MOONCAKE_REQUESTER_LOCAL_HOSTNAME override, else get_ip() (VLLM_HOST_IP, else the host's own
 // address, which is its name in the simulation).

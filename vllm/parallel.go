@@ -1,5 +1,11 @@
 package vllm
 
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
 // ParallelConfig is vllm/config/parallel.py ParallelConfig: the fields identity depends on, the
 // derived properties, and the checks its constructor runs. A process holds its own copy; an
 // engine core and its workers mutate theirs (run_engine_core), the API server's stays as built.
@@ -38,8 +44,13 @@ type ParallelConfig struct {
 	// Rank is the worker's global rank within its replica (set by Worker.__init__); 0 elsewhere.
 	Rank int
 
+	// EnableElasticEP is enable_elastic_ep: launch_core_engines then always handshakes over TCP.
+	EnableElasticEP bool
+
 	// clamp is the profile's nnodes_within_dp rule (PR #53743).
 	clamp bool
+	// features are the remaining fields the constructor checks (parallelFeatureFlags).
+	features parallelFeatureFlags
 	// offline records the env fallback of __post_init__ (DP 1 on the command line): the DP master
 	// address and port then come from VLLM_DP_MASTER_IP / VLLM_DP_MASTER_PORT.
 	offline bool
@@ -142,6 +153,22 @@ type parallelConfigInput struct {
 	executorBackend            string // "" is None
 	masterAddr                 string
 	masterPort, nnodes, nodeRk int
+	features                   parallelFeatureFlags
+}
+
+// parallelFeatureFlags are the ParallelConfig fields outside data parallelism whose checks can
+// refuse a launch; they shape no identity.
+type parallelFeatureFlags struct {
+	enableEPLB, enableElasticEP, enableFaultTol bool
+	// redundantExperts is eplb_config.num_redundant_experts.
+	redundantExperts int
+	numaBind         bool
+	// numaLists: --numa-bind-nodes or --numa-bind-cpus was given.
+	numaLists           bool
+	dcpCommBackend      string
+	rayWorkersUseNsight bool
+	// apiProcessCount is _api_process_count (parallelFeatures).
+	apiProcessCount int
 }
 
 // newParallelConfig runs ParallelConfig's construction in pydantic's order: field constraints,
@@ -172,12 +199,17 @@ func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool
 		MasterPort:                 in.masterPort,
 		NNodes:                     in.nnodes,
 		NodeRank:                   in.nodeRk,
+		EnableElasticEP:            in.features.enableElasticEP,
 		clamp:                      clamp,
+		features:                   in.features,
 	}
 	if err := pc.postInit(env, gpus); err != nil {
 		return nil, err
 	}
 	if err := pc.validate(); err != nil {
+		return nil, err
+	}
+	if err := pc.verifyArgs(); err != nil {
 		return nil, err
 	}
 	return pc, nil
@@ -186,6 +218,19 @@ func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool
 // postInit is ParallelConfig.__post_init__ (the identity-relevant part).
 func (pc *ParallelConfig) postInit(env vllmEnv, gpus int) error {
 	pc.WorldSize = pc.PipelineParallelSize * pc.TensorParallelSize * pc.PrefillContextParallelSize
+	if pc.EnableElasticEP {
+		// The NIXL check that follows these (async EPLB needs the nixl package) depends on the
+		// installed packages, which a scenario does not describe; the model assumes NIXL.
+		switch {
+		case !pc.features.enableEPLB:
+			return validationError("ParallelConfig", "Elastic EP is only supported with enable_eplb=True.")
+		case pc.PipelineParallelSize > 1:
+			return validationError("ParallelConfig", "Elastic EP is not supported with pipeline parallelism (pipeline_parallel_size=%d).", pc.PipelineParallelSize)
+		case pc.HybridLB:
+			// NotImplementedError is no ValueError: pydantic lets it through unwrapped.
+			return &PyError{Type: "NotImplementedError", Msg: "Elastic EP is not compatible with data_parallel_hybrid_lb. Elastic EP supports a single API server/core client path or data_parallel_external_lb, but not hybrid load balancing."}
+		}
+	}
 	if pc.DataParallelSize > 1 || pc.DataParallelSizeLocal == 0 {
 		// Data parallel was specified in the engine args.
 		if !(0 <= pc.DataParallelRank && pc.DataParallelRank < pc.DataParallelSize) {
@@ -238,6 +283,10 @@ func (pc *ParallelConfig) postInit(env vllmEnv, gpus int) error {
 
 // validate is ParallelConfig._validate_parallel_config (the identity-relevant checks).
 func (pc *ParallelConfig) validate() error {
+	f := pc.features
+	if f.enableFaultTol && f.apiProcessCount > 1 {
+		return validationError("ParallelConfig", "Fault tolerance requires a single API server process (--api-server-count=1), but got %d. The FT system assumes one AsyncMPClient manages all engines.", f.apiProcessCount)
+	}
 	if pc.DataParallelSizeLocal > pc.DataParallelSize {
 		return validationError("ParallelConfig", "data_parallel_size_local (%d) must be <= data_parallel_size (%d)",
 			pc.DataParallelSizeLocal, pc.DataParallelSize)
@@ -245,7 +294,21 @@ func (pc *ParallelConfig) validate() error {
 	if pc.DataParallelSize <= 1 && pc.ExternalLB {
 		return validationError("ParallelConfig", "data_parallel_external_lb can only be set when data_parallel_size > 1")
 	}
+	if !f.numaBind && f.numaLists {
+		return validationError("ParallelConfig", "numa_bind_nodes and numa_bind_cpus require numa_bind=True.")
+	}
 	tp, pcp, dcp := pc.TensorParallelSize, pc.PrefillContextParallelSize, pc.DecodeContextParallelSize
+	if f.enableEPLB {
+		// The platform check before these (CUDA or ROCm) holds on a simulated GPU node.
+		if !pc.EnableExpertParallel {
+			return validationError("ParallelConfig", "enable_expert_parallel must be True to use EPLB.")
+		}
+		if tp*pcp*pc.DataParallelSize <= 1 {
+			return validationError("ParallelConfig", "EPLB requires tensor, prefill-context, or data parallelism, but got TP=%d, PCP=%d, DP=%d.", tp, pcp, pc.DataParallelSize)
+		}
+	} else if f.redundantExperts != 0 {
+		return validationError("ParallelConfig", "num_redundant_experts is set to %d but EPLB is not enabled. Either enable EPLB or unset num_redundant_experts.", f.redundantExperts)
+	}
 	if pcp > 1 && pc.DataParallelSize > 1 {
 		return validationError("ParallelConfig", "PCP does not support data parallelism yet.")
 	}
@@ -255,8 +318,19 @@ func (pc *ParallelConfig) validate() error {
 		}
 	} else if dcp != 1 && dcp != pcp && dcp != tp*pcp {
 		return validationError("ParallelConfig",
-			"When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full TP x PCP axis. Got TP=%d, PCP=%d, DCP=%d.",
-			tp, pcp, dcp)
+			"When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full TP x PCP axis. Got TP=%d, PCP=%d, DCP=%d; valid DCP sizes are %s.",
+			tp, pcp, dcp, pySortedInts(1, pcp, tp*pcp))
+	}
+	if f.dcpCommBackend == "a2a" && dcp <= 1 {
+		return validationError("ParallelConfig", "dcp_comm_backend='a2a' requires decode_context_parallel_size > 1.")
+	}
+	return nil
+}
+
+// verifyArgs is ParallelConfig._verify_args (the check that can refuse a simulated launch).
+func (pc *ParallelConfig) verifyArgs() error {
+	if pc.features.rayWorkersUseNsight && pc.DistributedExecutorBackend != "ray" {
+		return validationError("ParallelConfig", "Unable to use nsight profiling unless workers run with Ray.")
 	}
 	return nil
 }
@@ -266,4 +340,22 @@ func (pc *ParallelConfig) validate() error {
 func (pc *ParallelConfig) workerRanks(rank int) (tpRank, pcpRank, ppRank int) {
 	tp, pcp, pp := pc.TensorParallelSize, pc.PrefillContextParallelSize, pc.PipelineParallelSize
 	return rank % tp, (rank / tp) % pcp, (rank / (tp * pcp)) % pp
+}
+
+// pySortedInts renders sorted(set(values)) as Python prints a list of ints.
+func pySortedInts(values ...int) string {
+	seen := map[int]bool{}
+	var out []int
+	for _, v := range values {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	sort.Ints(out)
+	parts := make([]string, len(out))
+	for i, v := range out {
+		parts[i] = strconv.Itoa(v)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }

@@ -147,10 +147,10 @@ type argParser struct {
 	pos      int
 	modelTag *string
 	modelOpt *string
-	// kvJSON is the last whole --kv-transfer-config JSON given (argparse keeps the last
-	// occurrence); kvDotted merges every `--kv-transfer-config.key value` (see dotted).
-	kvJSON   map[string]any
-	kvDotted map[string]any
+	// whole is the last whole JSON object given for each JSON flag (argparse keeps the last
+	// occurrence); dottedKeys merges every `--<flag>.key value` of each flag (see dotted).
+	whole      map[string]map[string]any
+	dottedKeys map[string]map[string]any
 }
 
 func (p *argParser) run() error {
@@ -178,13 +178,15 @@ func (p *argParser) run() error {
 	case p.modelOpt != nil:
 		p.args.Model = *p.modelOpt
 	}
-	// FlexibleArgumentParser appends the merged dotted keys as one more whole JSON after every
-	// other argument, so they replace a whole --kv-transfer-config rather than amend it.
-	kvMap := p.kvJSON
-	if p.kvDotted != nil {
-		kvMap = p.kvDotted
+	// FlexibleArgumentParser appends the merged dotted keys of a flag as one more whole JSON after
+	// every other argument, so they replace a whole value of that flag rather than amend it.
+	for flag, obj := range p.whole {
+		p.args.setJSONConfig(flag, obj)
 	}
-	if kvMap != nil {
+	for flag, obj := range p.dottedKeys {
+		p.args.setJSONConfig(flag, obj)
+	}
+	if kvMap := p.args.jsonConfig("--kv-transfer-config"); kvMap != nil {
 		kv, err := kvTransferFromMap(kvMap)
 		if err != nil {
 			return err
@@ -437,13 +439,15 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 			if _, err := kvTransferFromMap(obj); err != nil {
 				return err
 			}
-			p.kvJSON = obj
+			p.setWhole(flag, obj)
 			return nil
 		}
 		if strings.HasPrefix(strings.TrimSpace(val), "{") {
-			if _, err := jsonObject(val); err != nil {
+			obj, err := jsonObject(val)
+			if err != nil {
 				return &ArgError{Flag: spec.display(), Value: val, Reason: err.Error()}
 			}
+			p.setWhole(flag, obj)
 		}
 	case kindString:
 		switch flag {
@@ -543,18 +547,27 @@ func (p *argParser) dotted(spec *flagSpec, key, val string) error {
 	if spec.long() != "--kv-transfer-config" {
 		v := key + "=" + val
 		p.other(spec.long()+".", &v)
-		return nil
 	}
 	parts := strings.Split(key, ".")
 	nested := decoded
 	for i := len(parts) - 1; i >= 0; i-- {
 		nested = map[string]any{parts[i]: nested}
 	}
-	if p.kvDotted == nil {
-		p.kvDotted = map[string]any{}
+	if p.dottedKeys == nil {
+		p.dottedKeys = map[string]map[string]any{}
 	}
-	mergeDict(p.kvDotted, nested.(map[string]any))
+	if p.dottedKeys[spec.long()] == nil {
+		p.dottedKeys[spec.long()] = map[string]any{}
+	}
+	mergeDict(p.dottedKeys[spec.long()], nested.(map[string]any))
 	return nil
+}
+
+func (p *argParser) setWhole(flag string, obj map[string]any) {
+	if p.whole == nil {
+		p.whole = map[string]map[string]any{}
+	}
+	p.whole[flag] = obj
 }
 
 // mergeDict is FlexibleArgumentParser's recursive_dict_update.

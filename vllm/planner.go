@@ -55,7 +55,7 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	}
 	cp.args = args
 	role := report.RoleAPIServer
-	if args.Headless {
+	if args.Headless && args.Entrypoint == EntrypointServe {
 		role = report.RoleHeadless
 	}
 	envMap := make(map[string]string, len(cp.node.Env)+len(args.Env))
@@ -113,9 +113,9 @@ func (cp *cmdPlanner) localAddr() string {
 	return hostPort(cp.node.Host, port)
 }
 
-func (cp *cmdPlanner) engineInput(a *ServeArgs, headless bool) engineConfigInput {
+func (cp *cmdPlanner) engineInput(a *ServeArgs, headless bool, apiProcessCount int) engineConfigInput {
 	return engineConfigInput{args: a, headless: headless, moe: cp.opts.Model.MoE, profile: cp.opts.Profile,
-		env: cp.env, gpus: cp.gpus, hostIP: cp.hostIP}
+		env: cp.env, gpus: cp.gpus, hostIP: cp.hostIP, apiProcessCount: apiProcessCount}
 }
 
 // identity fills the record fields every process derives from its ParallelConfig.
@@ -154,7 +154,8 @@ func crashText(err error) string {
 // launch_core_engines starts the local engine cores (or the Ray actors).
 func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount int) *ProcessPlan {
 	id := cp.id(report.RoleAPIServer, index)
-	pc, err := createEngineConfig(cp.engineInput(a, false))
+	// run_multi_api_server sets _api_process_count to the API server count; run_server keeps 1.
+	pc, err := createEngineConfig(cp.engineInput(a, false, apiCount))
 	if err != nil {
 		return cp.crashed(id, parent, report.RoleAPIServer, nil, StageConfig, err)
 	}
@@ -196,7 +197,7 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int, parentID string, h engineHandshake) *ProcessPlan {
 	id := cp.id(report.RoleEngineCore, dpRank)
 	pc := parent.clone()
-	engineID, dpEngine, err := runEngineCore(pc, dpRank, localDPRank, cp.engineID, cp.args.KVTransfer != nil, cp.opts.Profile)
+	engineID, dpEngine, err := runEngineCore(pc, dpRank, localDPRank, cp.engineID, cp.args.KVTransfer.buildsConnector(), cp.opts.Profile)
 	p := cp.newPlan(cp.identity(id, parentID, report.RoleEngineCore, pc))
 	p.Identity.EngineID = engineID
 	if err != nil {
@@ -219,7 +220,11 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 }
 
 // schedulerConnector is the scheduler side of the Mooncake store connector an engine core (or
-// Ray actor) builds: a LookupKeyClient at the path its own DP engine index gives.
+// Ray actor) builds: a LookupKeyClient at the path its own DP engine index gives. A scheduler
+// whose kv_connector_extra_config turns enable_lookup off still builds the client (and computes
+// the index, with the legacy helper's assertion), but never sends a lookup
+// (MooncakeStoreScheduler.get_num_new_matched_tokens returns 0 first), so the record names no
+// lookup endpoint and the plan does not look up.
 func (cp *cmdPlanner) schedulerConnector(p *ProcessPlan, pc *ParallelConfig) {
 	if !cp.hasStore {
 		return
@@ -230,6 +235,9 @@ func (cp *cmdPlanner) schedulerConnector(p *ProcessPlan, pc *ParallelConfig) {
 		return
 	}
 	p.Identity.MooncakeDPIndex = intPtr(idx)
+	if !storeLookupEnabled(cp.storeExtra) {
+		return
+	}
 	p.Identity.LookupPath = lookupPath(cp.env, cp.storeExtra, cp.node.Host, idx)
 	p.Identity.LookupRole = report.LookupClient
 	p.ConnectsLookup = true

@@ -445,7 +445,8 @@ func (s *sim) lookups() {
 	served := map[key]*simProc{}
 	for _, p := range s.procs {
 		if p.alive() && p.rec.BindSeq > 0 {
-			k := key{p.rec.Host, p.rec.LookupPath}
+			// Paths naming one socket file are one socket (libzmq binds the file).
+			k := key{p.rec.Host, report.LookupEndpointKey(p.rec.LookupPath)}
 			if cur := served[k]; cur == nil || p.rec.BindSeq > cur.rec.BindSeq {
 				served[k] = p
 			}
@@ -455,7 +456,7 @@ func (s *sim) lookups() {
 		if !p.alive() || !p.plan.ConnectsLookup || p.next != len(p.plan.Rendezvous) {
 			continue
 		}
-		if srv := served[key{p.rec.Host, p.rec.LookupPath}]; srv != nil {
+		if srv := served[key{p.rec.Host, report.LookupEndpointKey(p.rec.LookupPath)}]; srv != nil {
 			p.rec.Lookup = &report.Lookup{ServedBy: srv.rec.ID}
 		} else {
 			p.rec.Lookup = &report.Lookup{Error: "no lookup server answered at " + p.rec.LookupPath}

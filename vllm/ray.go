@@ -38,7 +38,7 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 	pc.DataParallelRankLocal = intPtr(localIndex)
 	pc.DataParallelIndex = index
 	engineID := ""
-	if cp.args.KVTransfer != nil {
+	if cp.args.KVTransfer.buildsConnector() {
 		engineID = cp.engineID
 		if pc.DataParallelSize > 1 {
 			engineID = engineIDWithDPSuffix(cp.engineID, index, localIndex, cp.opts.Profile)

@@ -67,7 +67,7 @@ type engineHandshake struct {
 //	offline_mode = data_parallel_rank_local is not None           -> engines [dp_rank]
 //	dp_rank == 0                                                  -> engines 0..D-1
 //	else (must be local_engines_only)                             -> engines dp_rank..dp_rank+L-1
-//	handshake_local_only = offline_mode or L == D
+//	handshake_local_only = (offline_mode or L == D) and not enable_elastic_ep
 //	local_engines_only and dp_rank > 0: the front end binds a private ipc path for its local
 //	engines, which also handshake at rank 0's tcp://dp_master_ip:rpc_port.
 func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, error) {
@@ -82,7 +82,7 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 		}, nil
 	case dpRank == 0:
 		h := engineHandshake{globalRank: func(i int) int { return 1 + i }}
-		if L == D {
+		if L == D && !pc.EnableElasticEP {
 			h.local = &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: D + 1, Rank: 0}
 			h.localRank, h.globalRank = h.globalRank, nil
 			return h, nil

@@ -1,5 +1,10 @@
 package vllm
 
+import (
+	"regexp"
+	"strings"
+)
+
 // launchMode is the branch vllm/entrypoints/cli/serve.py ServeSubcommand.cmd takes.
 type launchMode int
 
@@ -22,8 +27,18 @@ type serveDecision struct {
 // decideServe is ServeSubcommand.validate (cli_args.validate_parsed_serve_args) then the part of
 // ServeSubcommand.cmd that chooses a launch path, in vLLM's order.
 func decideServe(a *ServeArgs) (serveDecision, error) {
+	if a.Entrypoint == EntrypointServe {
+		if err := servedModelNameFirst(a.Argv); err != nil {
+			return serveDecision{}, err
+		}
+	}
 	if err := validateParsedServeArgs(a); err != nil {
 		return serveDecision{}, err
+	}
+	if a.Entrypoint == EntrypointAPIServer {
+		// api_server.py __main__ calls run_server(args) directly: one API server that launches
+		// the engines, whatever --headless, --api-server-count or the supervisor flag say.
+		return serveDecision{mode: launchServer, apiServerCount: 1}, nil
 	}
 	apiCount := copyInt(a.APIServerCount)
 	if a.Headless {
@@ -63,6 +78,10 @@ func decideServe(a *ServeArgs) (serveDecision, error) {
 			apiCount = intPtr(a.DataParallelSize)
 		}
 	}
+	if a.boolFlag("--enable-elastic-ep") && *apiCount > 1 {
+		// "Elastic EP only supports running with with at most one API server."
+		apiCount = intPtr(1)
+	}
 	d := serveDecision{apiServerCount: *apiCount}
 	switch {
 	case isMultiPort:
@@ -78,8 +97,14 @@ func decideServe(a *ServeArgs) (serveDecision, error) {
 // validateParsedServeArgs is cli_args.validate_parsed_serve_args: the quick checks that raise
 // before anything loads.
 func validateParsedServeArgs(a *ServeArgs) error {
-	if a.hasOther("--enable-auto-tool-choice") && !a.hasOther("--tool-call-parser") {
+	if a.boolFlag("--enable-auto-tool-choice") && !a.hasOther("--tool-call-parser") {
 		return &PyError{Type: "TypeError", Msg: "Error: --enable-auto-tool-choice requires --tool-call-parser"}
+	}
+	if a.boolFlag("--enable-log-outputs") && !a.boolFlag("--enable-log-requests") {
+		return &PyError{Type: "TypeError", Msg: "Error: --enable-log-outputs requires --enable-log-requests"}
+	}
+	if a.boolFlag("--enable-per-request-metrics") && a.hasOther("--disable-log-stats") {
+		return valueError("Error: --enable-per-request-metrics requires engine statistics logging; remove --disable-log-stats to enable per-request metrics.")
 	}
 	if a.DataParallelMultiPortExternalLB {
 		return validateMultiPortExternalLB(a)
@@ -120,6 +145,63 @@ func validateMultiPortExternalLB(a *ServeArgs) error {
 			a.DataParallelSupervisorPort, a.Port, a.Port+*local-1)
 	}
 	return nil
+}
+
+// servedModelNameFirst is FlexibleArgumentParser.parse_args' check, before argparse runs, that a
+// `vllm serve` line naming --served-model-name starts with its model: after the first --model has
+// been moved to the front, a first argument that is an option is refused (unless --config
+// supplies the model).
+func servedModelNameFirst(argv []string) error {
+	args := argv
+	for i, w := range argv {
+		if w == "serve" {
+			args = argv[i+1:]
+			break
+		}
+	}
+	relocated, config, served := false, false, false
+	for _, w := range args {
+		relocated = relocated || modelOption.MatchString(w)
+		config = config || configOption.MatchString(w)
+		served = served || servedModelNameOption.MatchString(w)
+	}
+	if relocated || config || !served || len(args) == 0 || !strings.HasPrefix(args[0], "-") {
+		return nil
+	}
+	return valueError("`model` should be provided as the first positional argument when using `vllm serve`. i.e. `vllm serve <model> --<arg> <value>`.")
+}
+
+// The option spellings parse_args looks for before argparse (argparse_utils.py).
+var (
+	configOption          = regexp.MustCompile(`^--config(=.+|$)`)
+	servedModelNameOption = regexp.MustCompile(`^--served[-_]model[-_]name(=.+|$)`)
+)
+
+// boolFlag is the value argparse leaves for a BooleanOptionalAction or store_true flag kept in
+// Other: the last of `--x` and `--no-x` wins; false when neither was given.
+func (a *ServeArgs) boolFlag(flag string) bool {
+	neg := "--no-" + strings.TrimPrefix(flag, "--")
+	v := false
+	for _, o := range a.Other {
+		switch o.Flag {
+		case flag:
+			v = true
+		case neg:
+			v = false
+		}
+	}
+	return v
+}
+
+// lastOther is the value of the last occurrence of a flag kept in Other ("" when absent).
+func (a *ServeArgs) lastOther(flag string) string {
+	v := ""
+	for _, o := range a.Other {
+		if o.Flag == flag && o.Value != nil {
+			v = *o.Value
+		}
+	}
+	return v
 }
 
 func (a *ServeArgs) hasOther(flag string) bool {

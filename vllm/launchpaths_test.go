@@ -1,0 +1,298 @@
+package vllm
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/widetp/widetp/check"
+	"github.com/widetp/widetp/report"
+)
+
+// Store connector configurations of the launch paths below.
+const (
+	storeBoth     = `--kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`
+	storeProducer = `--kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_producer"}'`
+	// storeNoLookup is a decode instance that never loads from the store (the enable_lookup switch
+	// of mooncake/store/scheduler.py, as vLLM's disaggregated examples set it).
+	storeNoLookup = `--kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"enable_lookup":false}}'`
+)
+
+// launchRow is one real launch path: the commands as vLLM's docs, examples or tests give them, the
+// identity vLLM's source gives each process, and the violations the checks must find in the
+// prediction (none for a healthy deployment).
+type launchRow struct {
+	name, source string
+	moe          bool
+	profile      string
+	nodes        []Node
+	groups       []idGroup
+	kinds        []report.Kind
+	// also checks what the identity groups cannot say (worker ranks, lookups, crash texts).
+	also func(t *testing.T, procs []report.Process)
+}
+
+// TestLaunchPaths runs launch commands collected from vLLM's documentation, examples and tests
+// (and the Mooncake integration guides) through the model and the checks.
+func TestLaunchPaths(t *testing.T) {
+	rows := []launchRow{
+		{
+			name: "API server only on the head (-dpl 0), every engine on a headless node", moe: true, profile: "main",
+			source: "docs/serving/data_parallel_deployment.md (internal LB); vllm/v1/engine/utils.py launch_core_engines (dp_rank 0 handshakes with every engine, none local)",
+			nodes: []Node{
+				node("n0", "vllm serve org/M --data-parallel-size 4 --data-parallel-size-local 0 --data-parallel-address n0 --data-parallel-rpc-port 13345 "+storeBoth),
+				node("n1", "vllm serve org/M --headless --data-parallel-size 4 --data-parallel-size-local 4 --data-parallel-address n0 --data-parallel-rpc-port 13345 "+storeBoth),
+			},
+			groups: []idGroup{
+				{"n0/0/api-server-0", idWant{0, nil, 0, false}},
+				{"n1/0/engine-core-0", idWant{0, some(0), 0, false}},
+				{"n1/0/engine-core-3", idWant{3, some(3), 3, false}},
+			},
+			also: func(t *testing.T, procs []report.Process) {
+				if n := len(under(procs, "n0/0/api-server-0")); n != 1 {
+					t.Errorf("the API-only head starts %d processes, want none besides itself", n-1)
+				}
+			},
+		},
+		{
+			name: "API-only server and a headless engines server on one host, 4 API servers", moe: true, profile: "main",
+			source: "tests/v1/distributed/test_internal_lb_dp.py APIOnlyServerManager",
+			nodes: []Node{node("h",
+				"vllm serve org/M --data-parallel-size 2 --data-parallel-size-local 0 --tensor-parallel-size 1 --port 8000 --api-server-count 4 --data-parallel-address 127.0.0.1 --data-parallel-rpc-port 13345 "+storeBoth,
+				"CUDA_VISIBLE_DEVICES=0,1 vllm serve org/M --headless --data-parallel-size 2 --data-parallel-size-local 2 --tensor-parallel-size 1 --data-parallel-address 127.0.0.1 --data-parallel-rpc-port 13345 "+storeBoth)},
+			groups: []idGroup{
+				{"h/1/engine-core-0", idWant{0, some(0), 0, false}},
+				{"h/1/engine-core-1", idWant{1, some(1), 1, false}},
+			},
+		},
+		{
+			name: "hybrid LB, two 'nodes' on one host with their own GPUs and 4 API servers each", moe: true, profile: "main",
+			source: "tests/v1/distributed/test_hybrid_lb_dp.py HybridLBServerManager",
+			nodes: []Node{node("h",
+				"CUDA_VISIBLE_DEVICES=0,1 vllm serve org/M --data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-start-rank 0 --data-parallel-hybrid-lb --tensor-parallel-size 1 --port 8000 --api-server-count 4 --data-parallel-address 127.0.0.1 --data-parallel-rpc-port 13345 "+storeBoth,
+				"CUDA_VISIBLE_DEVICES=2,3 vllm serve org/M --data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-start-rank 2 --data-parallel-hybrid-lb --tensor-parallel-size 1 --port 8001 --api-server-count 4 --data-parallel-address 127.0.0.1 --data-parallel-rpc-port 13345 "+storeBoth)},
+			groups: []idGroup{
+				{"h/0/engine-core-1", idWant{1, some(1), 1, true}},
+				{"h/1/engine-core-2", idWant{2, some(0), 2, true}},
+				{"h/1/engine-core-3", idWant{3, some(1), 3, true}},
+			},
+		},
+		{
+			name: "external LB, co-located ranks, one GPU each through CUDA_VISIBLE_DEVICES", moe: true, profile: "main",
+			source: "docs/serving/data_parallel_deployment.md (external LB); vllm/v1/worker/gpu_worker.py init_device (local rank offset by data_parallel_rank_local 0)",
+			nodes: []Node{node("h",
+				"CUDA_VISIBLE_DEVICES=0 vllm serve org/M --data-parallel-size 2 --data-parallel-rank 0 --port 8000 "+storeBoth,
+				"CUDA_VISIBLE_DEVICES=1 vllm serve org/M --data-parallel-size 2 --data-parallel-rank 1 --port 8001 "+storeBoth)},
+			groups: []idGroup{
+				{"h/0/engine-core-0", idWant{0, some(0), 0, true}},
+				{"h/1/engine-core-1", idWant{1, some(0), 1, true}},
+			},
+		},
+		{
+			name: "external LB with --data-parallel-size-local 1 given explicitly", moe: true, profile: "main",
+			source: "vllm/engine/arg_utils.py create_engine_config (data_parallel_size_local must be 1 or None)",
+			nodes: []Node{
+				node("n0", "vllm serve org/M -dp 2 --data-parallel-rank 0 --data-parallel-size-local 1 --data-parallel-address n0 "+storeBoth),
+				node("n1", "vllm serve org/M -dp 2 --data-parallel-rank 1 --data-parallel-size-local 1 --data-parallel-address n0 "+storeBoth),
+			},
+			groups: []idGroup{
+				{"n0/0/engine-core-0", idWant{0, some(0), 0, true}},
+				{"n1/0/engine-core-1", idWant{1, some(0), 1, true}},
+			},
+		},
+		{
+			name: "pipeline parallel across nodes: -tp 8 -pp 2 --nnodes 2, follower headless", moe: false, profile: "main",
+			source: "docs/serving/parallelism_scaling.md; vllm/v1/executor/multiproc_executor.py (rank = local_world_size * node_rank_within_dp + local_rank)",
+			nodes: []Node{
+				node("n0", "vllm serve org/M -tp 8 -pp 2 --nnodes 2 --node-rank 0 --master-addr n0 "+storeBoth),
+				node("n1", "vllm serve org/M -tp 8 -pp 2 --nnodes 2 --node-rank 1 --master-addr n0 --headless "+storeBoth),
+			},
+			groups: []idGroup{
+				{"n0/0/engine-core-0", idWant{0, some(0), 0, false}},
+				{"n1/0/headless-0", idWant{0, some(0), 0, false}},
+			},
+			also: func(t *testing.T, procs []report.Process) {
+				w := get(t, procs, "n1/0/headless-0/worker-3")
+				if *w.Rank != 11 || *w.TPRank != 3 || *w.PPRank != 1 {
+					t.Errorf("follower worker-3: rank %d tp %d pp %d, want 11/3/1", *w.Rank, *w.TPRank, *w.PPRank)
+				}
+			},
+		},
+		{
+			name: "prefill context parallel: ranks ordered (PP, PCP, TP), TP fastest", moe: false, profile: "main",
+			source: "vllm/distributed/parallel_state.py initialize_model_parallel (ExternalDP x DP x PP x PCP x TP); vllm/config/parallel.py world_size = PP*TP*PCP",
+			nodes:  []Node{node("h", "vllm serve org/M -tp 4 -pcp 2 "+storeBoth)},
+			groups: []idGroup{{"h/0/engine-core-0", idWant{0, some(0), 0, false}}},
+			also: func(t *testing.T, procs []report.Process) {
+				w := get(t, procs, "h/0/engine-core-0/worker-6")
+				if *w.Rank != 6 || *w.TPRank != 2 || *w.PPRank != 0 {
+					t.Errorf("worker-6: rank %d tp %d pp %d, want 6/2/0", *w.Rank, *w.TPRank, *w.PPRank)
+				}
+			},
+		},
+		{
+			name: "prefill context parallel with data parallel is refused", moe: true, profile: "main",
+			source: "vllm/config/parallel.py _validate_parallel_config (PCP does not support data parallelism yet)",
+			nodes:  []Node{node("h", "vllm serve org/M -tp 2 -pcp 2 -dp 2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "PCP does not support data parallelism yet."),
+		},
+		{
+			name: "Ray DP backend: one command starts every rank, per-node ordinals", moe: true, profile: "main",
+			source: "docs/serving/data_parallel_deployment.md (--data-parallel-backend=ray); vllm/v1/engine/utils.py create_dp_placement_groups",
+			nodes:  []Node{node("n0", "vllm serve org/M --data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-backend=ray "+storeBoth)},
+			groups: []idGroup{
+				{"n0/0/ray-actor-1", idWant{1, some(1), 1, false}},
+				{"n0/0/ray-actor-2", idWant{2, some(0), 2, false}},
+			},
+		},
+		{
+			name: "python -m vllm.entrypoints.openai.api_server runs one API server: --headless and --api-server-count start nothing else", moe: false, profile: "main",
+			source: "vllm/entrypoints/openai/api_server.py __main__ (run_server); kvcache-ai/Mooncake doc/en/vllm-integration-v1.md",
+			nodes:  []Node{node("h", "python3 -m vllm.entrypoints.openai.api_server --model org/M --headless -dp 2 --api-server-count 3 "+storeBoth)},
+			groups: []idGroup{
+				{"h/0/api-server-0", idWant{0, nil, 0, false}},
+				{"h/0/engine-core-1", idWant{0, some(1), 1, false}},
+			},
+		},
+		{
+			name: "independent DP=1 instances on one host share the default lookup path: the last binder answers every producer", moe: false, profile: "main",
+			source: "kvcache-ai/Mooncake doc/en/vllm-integration-v1.md (one instance per GPU); mooncake/store/scheduler.py get_zmq_rpc_path_lookup (index 0 for DP 1)",
+			nodes: []Node{node("h",
+				"CUDA_VISIBLE_DEVICES=0 vllm serve org/M --port 8100 "+storeProducer,
+				"CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8101 "+storeProducer)},
+			kinds: []report.Kind{report.LookupMisrouted, report.LookupPathCollision},
+		},
+		{
+			name: "decode instances with enable_lookup off still bind the lookup path but never look up", moe: false, profile: "main",
+			source: "mooncake/store/scheduler.py MooncakeStoreScheduler.get_num_new_matched_tokens (returns 0 when not enable_lookup); mooncake/store/worker.py (rank 0 binds the server regardless)",
+			nodes: []Node{node("h",
+				"CUDA_VISIBLE_DEVICES=0 vllm serve org/M --port 8200 "+storeNoLookup,
+				"CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8201 "+storeNoLookup)},
+			kinds: []report.Kind{report.LookupPathCollision},
+			also: func(t *testing.T, procs []report.Process) {
+				e := get(t, procs, "h/0/engine-core-0")
+				if e.Lookup != nil || e.LookupRole != "" || e.MooncakeDPIndex == nil {
+					t.Errorf("a scheduler that never looks up: lookup %+v role %q index %s", e.Lookup, e.LookupRole, optStr(e.MooncakeDPIndex))
+				}
+			},
+		},
+		{
+			name: "VLLM_RPC_BASE_PATH=/tmp/ and /tmp name one socket file: the lookup paths collide", moe: false, profile: "main",
+			source: "mooncake/store/scheduler.py get_zmq_rpc_path_lookup (f\"ipc://{base_url}/lookup_...\"); libzmq binds the file",
+			nodes: []Node{node("h",
+				"VLLM_RPC_BASE_PATH=/tmp CUDA_VISIBLE_DEVICES=0 vllm serve org/M --port 8000 "+storeBoth,
+				"VLLM_RPC_BASE_PATH=/tmp/ CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8001 "+storeBoth)},
+			kinds: []report.Kind{report.LookupMisrouted, report.LookupPathCollision},
+		},
+		{
+			name: "dotted kv-transfer-config keys replace the whole JSON: no connector is left", moe: false, profile: "main",
+			source: "vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args (dotted keys appended as one JSON after every other argument)",
+			nodes:  []Node{node("h", `vllm serve org/M `+storeBoth+` --kv-transfer-config.kv_role kv_both`)},
+			also: func(t *testing.T, procs []report.Process) {
+				for _, p := range procs {
+					if p.MooncakeDPIndex != nil || p.LookupPath != "" || p.EngineID != "" {
+						t.Errorf("%s still runs a KV connector: index %s path %q engine %q", p.ID, optStr(p.MooncakeDPIndex), p.LookupPath, p.EngineID)
+					}
+				}
+			},
+		},
+		{
+			name: "--served-model-name with an option first is refused before argparse", moe: false, profile: "main",
+			source: "vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args",
+			nodes:  []Node{node("h", "vllm serve --served-model-name x -tp 2 org/M")},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: `model` should be provided as the first positional argument"),
+		},
+		{
+			name: "EPLB without expert parallelism is refused", moe: true, profile: "main",
+			source: "vllm/config/parallel.py _validate_parallel_config",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 2 --enable-eplb "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "enable_expert_parallel must be True to use EPLB."),
+		},
+		{
+			name: "redundant experts without EPLB are refused (dotted --eplb-config key)", moe: true, profile: "main",
+			source: "vllm/config/parallel.py _validate_parallel_config",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 2 -ep --eplb-config.num_redundant_experts 32 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "num_redundant_experts is set to 32 but EPLB is not enabled."),
+		},
+		{
+			name: "fault tolerance with several API servers is refused", moe: true, profile: "main",
+			source: "vllm/config/parallel.py _validate_parallel_config (_api_process_count set by run_multi_api_server)",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-fault-tolerance "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "Fault tolerance requires a single API server process (--api-server-count=1), but got 4."),
+		},
+		{
+			name: "elastic EP caps the API servers at one, so fault tolerance holds", moe: true, profile: "main",
+			source: "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd (Elastic EP only supports running with at most one API server)",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-eplb --enable-elastic-ep --enable-fault-tolerance "+storeBoth)},
+			groups: []idGroup{{"h/0/engine-core-3", idWant{3, some(3), 3, false}}},
+			also: func(t *testing.T, procs []report.Process) {
+				// launch_core_engines: handshake_local_only is False under elastic EP.
+				e := get(t, procs, "h/0/engine-core-0")
+				if len(e.Rendezvous) == 0 || e.Rendezvous[0].Address != "127.0.0.1:29550" {
+					t.Errorf("engine handshake %+v, want the TCP one at 127.0.0.1:29550", e.Rendezvous)
+				}
+			},
+		},
+		{
+			name: "elastic EP with pipeline parallelism is refused", moe: true, profile: "main",
+			source: "vllm/config/parallel.py __post_init__",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 2 -pp 2 -ep --enable-eplb --enable-elastic-ep "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "Elastic EP is not supported with pipeline parallelism (pipeline_parallel_size=2)."),
+		},
+		{
+			name: "headless with --data-parallel-size-local 0 is refused", moe: true, profile: "main",
+			source: "vllm/entrypoints/cli/serve.py run_headless",
+			nodes:  []Node{node("n1", "vllm serve org/M --headless -dp 2 --data-parallel-size-local 0 --data-parallel-address n0 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("n1/0/headless-0", "ValueError: data_parallel_size_local must be > 0 in headless mode"),
+		},
+		{
+			name: "a world larger than the node with mp forced: every worker fails its device checks", moe: false, profile: "main",
+			source: "vllm/v1/worker/gpu_worker.py init_device (DP adjusted local rank, then local_world_size <= visible devices)",
+			nodes:  []Node{node("h", "vllm serve org/M -tp 16 --distributed-executor-backend mp "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-0/worker-0", "AssertionError: local_world_size (16) must be less than or equal to the number of visible devices (8).")(t, procs)
+				crashedWith("h/0/engine-core-0/worker-9", "AssertionError: DP adjusted local rank 9 is out of bounds.")(t, procs)
+			},
+		},
+	}
+	for _, row := range rows {
+		t.Run(row.name, func(t *testing.T) {
+			t.Logf("source: %s", row.source)
+			procs := predict(t, row.moe, row.profile, row.nodes...)
+			checkIdentityRow(t, procs, row.groups, len(row.kinds) == 0)
+			got := report.KindSet(check.Run(procs))
+			want := append([]report.Kind{}, row.kinds...)
+			if len(want) == 0 {
+				want = []report.Kind{}
+			}
+			if !reflect.DeepEqual(got, want) {
+				for _, v := range check.Run(procs) {
+					t.Log(v.Message)
+				}
+				t.Errorf("violations %v, want %v", got, want)
+			}
+			if row.also != nil {
+				row.also(t, procs)
+			}
+		})
+	}
+}
+
+// crashedWith checks that a process exited with an error containing text.
+func crashedWith(id, text string) func(t *testing.T, procs []report.Process) {
+	return func(t *testing.T, procs []report.Process) {
+		t.Helper()
+		p := get(t, procs, id)
+		if !p.Crashed() || !strings.Contains(p.Exit.Error, text) {
+			t.Errorf("%s: %s, want a crash with %q", id, exitText(p), text)
+		}
+	}
+}
