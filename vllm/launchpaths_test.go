@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -75,6 +76,30 @@ func TestLaunchPaths(t *testing.T) {
 				{"h/0/engine-core-1", idWant{1, some(1), 1, true}},
 				{"h/1/engine-core-2", idWant{2, some(0), 2, true}},
 				{"h/1/engine-core-3", idWant{3, some(1), 3, true}},
+			},
+		},
+		{
+			name: "wide-EP recipe: hybrid LB, 4 nodes x 8 DP ranks, 8 API servers each, EPLB with redundant experts given as JSON strings", moe: true, profile: "main",
+			source: "examples/online_serving/wide_ep/launch_server.sh (uv run vllm serve ... --data-parallel-hybrid-lb --data-parallel-start-rank $START_RANK)",
+			nodes: func() []Node {
+				var nodes []Node
+				for k := 0; k < 4; k++ {
+					nodes = append(nodes, node(fmt.Sprintf("n%d", k), fmt.Sprintf(`uv run vllm serve deepseek-ai/DeepSeek-V3-0324 \
+  --data-parallel-hybrid-lb --api-server-count 8 --data-parallel-address n0 --data-parallel-rpc-port 13345 \
+  --tensor-parallel-size 1 --data-parallel-size 32 --data-parallel-size-local 8 --data-parallel-start-rank %d \
+  --enable-expert-parallel --no-enable-prefix-caching --max-model-len 16384 --enable-dbo --dbo-decode-token-threshold 32 \
+  --async-scheduling --enable-eplb \
+  --eplb-config '{"window_size":"1000","step_interval":"3000","num_redundant_experts":"32","log_balancedness":"False"}' \
+  --max-num-seqs 512 \
+  --compilation_config '{"pass_config":{"enable_fusion":true},"custom_ops":["+rms_norm"],"cudagraph_mode":"FULL_DECODE_ONLY"}' \
+  --kv-transfer-config '{"kv_connector":"DecodeBenchConnector","kv_role":"kv_both"}'`, 8*k)))
+				}
+				return nodes
+			}(),
+			groups: []idGroup{
+				{"n0/0/engine-core-7", idWant{7, some(7), 7, true}},
+				{"n1/0/engine-core-9", idWant{9, some(1), 9, true}},
+				{"n3/0/engine-core-31", idWant{31, some(7), 31, true}},
 			},
 		},
 		{

@@ -30,30 +30,32 @@ var envAssignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 // serve subcommand FlexibleArgumentParser.parse_args first moves the first `--model X` to the
 // positional slot, so a line that also names a positional model is refused, as vLLM refuses it.
 //
+// A line is read as the shell runs it, as launch scripts write it: redirections (`> log 2>&1`)
+// are dropped, a trailing `&` is fine, the launch may be one command of a list or pipeline
+// (`cd /w && vllm serve ... | tee log`) whose `export NAME=value` commands before it set its
+// environment, and it may run under `env NAME=value`, `nohup`, `exec`, `time` or `uv run`. A line
+// must launch exactly one vLLM server.
+//
 // A unique prefix of a long option stands for it, as argparse's allow_abbrev allows. Not
 // supported, and rejected with an error rather than guessed: --config (the model reads no files).
 func ParseServe(cmdline string) (*ServeArgs, error) {
-	words, err := splitWords(cmdline)
+	cmds, err := splitCommands(cmdline)
 	if err != nil {
 		return nil, err
 	}
 	a := newServeArgs()
-	i := 0
-	for ; i < len(words) && envAssignment.MatchString(words[i]); i++ {
-		if a.Env == nil {
-			a.Env = map[string]string{}
-		}
-		k, v, _ := strings.Cut(words[i], "=")
-		a.Env[k] = v
-	}
-	if i >= len(words) {
-		return nil, &ArgError{Reason: "empty command: expected `vllm serve ...`"}
-	}
-	first, entry, err := entrypoint(words, i)
+	words, env, err := launchCommand(cmds)
 	if err != nil {
 		return nil, err
 	}
-	a.Argv = append([]string(nil), words[i:]...)
+	if len(env) > 0 {
+		a.Env = env
+	}
+	first, entry, err := entrypoint(words, 0)
+	if err != nil {
+		return nil, err
+	}
+	a.Argv = append([]string(nil), words...)
 	a.Entrypoint = entry
 	rest := words[first:]
 	if entry == EntrypointServe {
@@ -66,6 +68,98 @@ func ParseServe(cmdline string) (*ServeArgs, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// launchCommand picks the simple command that launches vLLM out of a line's commands and
+// returns it from its program on, with the environment the shell gives it: `export NAME=value`
+// of earlier commands, then its own leading assignments and `env NAME=value` ones.
+func launchCommand(cmds [][]string) ([]string, map[string]string, error) {
+	exported := map[string]string{}
+	var (
+		launch []string
+		env    map[string]string
+		first  string
+	)
+	for _, cmd := range cmds {
+		cmdEnv := map[string]string{}
+		words := cmd
+		for {
+			for len(words) > 0 && envAssignment.MatchString(words[0]) {
+				k, v, _ := strings.Cut(words[0], "=")
+				cmdEnv[k] = v
+				words = words[1:]
+			}
+			if len(words) == 0 {
+				break
+			}
+			// Wrappers that run the rest of the line as the command, with the same arguments.
+			switch w := path.Base(words[0]); {
+			case w == "nohup" || w == "exec" || w == "time" || w == "env":
+				words = words[1:]
+				continue
+			case w == "uv" && len(words) > 1 && words[1] == "run":
+				words = words[2:]
+				continue
+			}
+			break
+		}
+		if len(words) == 0 {
+			continue
+		}
+		if first == "" {
+			first = words[0]
+		}
+		if words[0] == "export" {
+			for _, w := range words[1:] {
+				if envAssignment.MatchString(w) {
+					k, v, _ := strings.Cut(w, "=")
+					exported[k] = v
+				}
+			}
+			continue
+		}
+		if !isLaunch(words) {
+			continue
+		}
+		if launch != nil {
+			return nil, nil, &ArgError{Reason: "the line launches more than one vLLM server; give each its own command"}
+		}
+		launch = words
+		env = map[string]string{}
+		for k, v := range exported {
+			env[k] = v
+		}
+		for k, v := range cmdEnv {
+			env[k] = v
+		}
+	}
+	if launch == nil {
+		if first == "" {
+			return nil, nil, &ArgError{Reason: "empty command: expected `vllm serve ...`"}
+		}
+		// Report the first program as the one that is not vLLM.
+		for _, cmd := range cmds {
+			w := cmd
+			for len(w) > 0 && envAssignment.MatchString(w[0]) {
+				w = w[1:]
+			}
+			if len(w) > 0 {
+				_, _, err := entrypoint(w, 0)
+				return nil, nil, err
+			}
+		}
+	}
+	return launch, env, nil
+}
+
+// isLaunch reports whether a command runs a vLLM server program (entrypoint accepts it, or it is
+// `vllm` / `python -m vllm...`, whose errors entrypoint then names).
+func isLaunch(words []string) bool {
+	base := path.Base(words[0])
+	if base == "vllm" {
+		return true
+	}
+	return pythonProgram.MatchString(base) && len(words) > 2 && words[1] == "-m" && strings.HasPrefix(words[2], "vllm.")
 }
 
 // pythonProgram is the interpreter of a `python -m` launch: python, python3, python3.12, by any

@@ -114,6 +114,28 @@ func TestParseServeAccepts(t *testing.T) {
 			},
 		},
 		{
+			name: "a launch-script line: redirections dropped, trailing &, wrappers, exports before the launch (POSIX shell; examples/online_serving/disaggregated_serving/mooncake_connector/run_mooncake_connector.sh, wide_ep/launch_server.sh)",
+			line: `cd /work && export VLLM_RPC_BASE_PATH=/var/run/vllm FOO=1; VLLM_MOONCAKE_BOOTSTRAP_PORT=8998 CUDA_VISIBLE_DEVICES=0 nohup uv run vllm serve org/M --port 8010 --kv-transfer-config "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"kv_producer\"}" > prefill1.log 2>&1 & # start the prefill`,
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "model", a.Model, "org/M")
+				wantInt(t, "port", a.Port, 8010)
+				wantStr(t, "exported", a.Env["VLLM_RPC_BASE_PATH"], "/var/run/vllm")
+				wantStr(t, "assigned", a.Env["CUDA_VISIBLE_DEVICES"], "0")
+				wantStr(t, "argv[0]", a.Argv[0], "vllm")
+				if a.KVTransfer == nil || a.KVTransfer.Connector != "MooncakeConnector" || a.HasMooncakeStore() {
+					t.Errorf("kv = %+v", a.KVTransfer)
+				}
+			},
+		},
+		{
+			name: "a pipeline into tee, env NAME=value, and quoted operators stay words (POSIX shell)",
+			line: `env VLLM_HOST_IP=10.0.0.2 vllm serve org/M --chat-template '{{ a > b }}|&' 2>/dev/null | tee serve.log`,
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "env", a.Env["VLLM_HOST_IP"], "10.0.0.2")
+				wantStr(t, "chat template", a.lastOther("--chat-template"), "{{ a > b }}|&")
+			},
+		},
+		{
 			name: "python -m vllm.entrypoints.cli.main serve is vllm serve (entrypoints/cli/main.py)",
 			line: "/usr/bin/python3.12 -m vllm.entrypoints.cli.main serve org/M -dp 2",
 			check: func(t *testing.T, a *ServeArgs) {
@@ -306,6 +328,10 @@ func TestParseServeRejects(t *testing.T) {
 		{"--model without a value (FlexibleArgumentParser.parse_args)", "vllm serve --model -tp 2", []string{"--model", "expected one argument"}},
 		{"a whole kv-transfer-config is validated even when a later one replaces it (argparse type= on every occurrence)", `vllm serve m --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector"}' --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`, []string{"Please specify kv_role"}},
 		{"not serve", "vllm bench serve", []string{"serve subcommand"}},
+		{"two launches on one line", "vllm serve m --port 8000 & vllm serve m --port 8001 &", []string{"more than one vLLM server"}},
+		{"a redirection without a target", "vllm serve m >", []string{"redirection", "without a target"}},
+		{"a control operator with no command before it", "&& vllm serve m", []string{"syntax error", "&&"}},
+		{"only a non-vLLM program in a list", "cd /w && ls", []string{"not a vllm command", "cd"}},
 		{"bare -O without a level 0-3 (FlexibleArgumentParser rewrites only -O <0-3>)", "vllm serve m -O fast", []string{"unrecognized arguments", "-O"}},
 		{"empty", "   ", []string{"empty command"}},
 		{"config file", "vllm serve m --config c.yaml", []string{"--config", "c.yaml"}},
