@@ -1,5 +1,12 @@
 package vllm
 
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
 // ServeArgs is one parsed `vllm serve` command line: the argparse namespace of
 // vllm/entrypoints/openai/cli_args.py make_arg_parser, restricted to what decides a process's
 // identity, plus every other flag kept verbatim. Pointer fields are Python's Optional: nil is
@@ -146,6 +153,60 @@ type KVTransferConfig struct {
 // is then required by validation). A config without one (`--kv-transfer-config.kv_role kv_both`
 // alone) builds no connector anywhere, so its engine_id is never used.
 func (k *KVTransferConfig) buildsConnector() bool { return k != nil && k.Connector != "" }
+
+// connectorInitError is what building the connector raises in every process that builds one
+// (workers first, at init, before their engine's scheduler): MultiConnector's
+// _get_connector_classes_and_configs asserts its "connectors" list exists and turns each child
+// into a KVTransferConfig, validated as the top-level config is (kv_role required once
+// kv_connector is set). nil when building succeeds as far as identity is concerned.
+func (k *KVTransferConfig) connectorInitError() error {
+	if !k.buildsConnector() || k.Connector != multiConnectorName {
+		return nil
+	}
+	raw, ok := k.ExtraConfig["connectors"]
+	if !ok || raw == nil {
+		return bareAssertion
+	}
+	children, ok := raw.([]any)
+	if !ok {
+		return &PyError{Type: "TypeError", Msg: fmt.Sprintf("argument after ** must be a mapping, not %s", pyTypeName(raw))}
+	}
+	for _, c := range children {
+		child, ok := c.(map[string]any)
+		if !ok {
+			return &PyError{Type: "TypeError", Msg: fmt.Sprintf("argument after ** must be a mapping, not %s", pyTypeName(c))}
+		}
+		if _, err := kvTransferFromMap(child); err != nil {
+			var ae *ArgError
+			if errors.As(err, &ae) {
+				// Outside argparse the same validation is a pydantic error the process raises.
+				return &PyError{Type: "pydantic_core.ValidationError", Msg: ae.Reason}
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// pyTypeName is type(v).__name__ of a decoded JSON value.
+func pyTypeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "NoneType"
+	case bool:
+		return "bool"
+	case string:
+		return "str"
+	case []any:
+		return "list"
+	case map[string]any:
+		return "dict"
+	}
+	if n, ok := v.(json.Number); ok && !strings.ContainsAny(n.String(), ".eE") {
+		return "int"
+	}
+	return "float"
+}
 
 // mooncakeStoreExtra returns the kv_connector_extra_config of the Mooncake store connector this
 // config runs, directly or inside a MultiConnector, and whether there is one.

@@ -63,6 +63,10 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 			p.EngineIDFromRank = src
 		}
 	}
+	if err := cp.args.KVTransfer.connectorInitError(); err != nil {
+		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+		return p
+	}
 	if !cp.hasStore {
 		return p
 	}

@@ -223,6 +223,39 @@ func TestLaunchPaths(t *testing.T) {
 			},
 		},
 		{
+			name: "P/D with a MultiConnector of NIXL and the Mooncake store: the store child's lookup path", moe: false, profile: "main",
+			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py (every child built, every child's get_num_new_matched_tokens asked)",
+			nodes: []Node{node("h",
+				`CUDA_VISIBLE_DEVICES=0 vllm serve org/M --port 8100 --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":5}}]}}'`,
+				`CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8200 --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":6}}]}}'`)},
+			also: func(t *testing.T, procs []report.Process) {
+				if p := get(t, procs, "h/1/engine-core-0"); p.LookupPath != "ipc:///tmp/lookup_rpc_port_6_host_h_dp_rank0" {
+					t.Errorf("lookup path %q", p.LookupPath)
+				}
+			},
+		},
+		{
+			name: "a MultiConnector child without kv_role fails every worker at connector init", moe: false, profile: "main",
+			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py _get_connector_classes_and_configs (KVTransferConfig per child); vllm/config/kv_transfer.py",
+			nodes:  []Node{node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector"}]}}'`)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/engine-core-0/worker-0", "Please specify kv_role when kv_connector is set"),
+		},
+		{
+			name: "the P2P MooncakeConnector and LMCache run no lookup server", moe: false, profile: "main",
+			source: "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py (side channels, no LookupKeyServer); examples/online_serving/disaggregated_serving/mooncake_connector/run_mooncake_connector.sh",
+			nodes: []Node{node("h",
+				`VLLM_MOONCAKE_BOOTSTRAP_PORT=8998 CUDA_VISIBLE_DEVICES=0 vllm serve org/M --port 8010 --kv-transfer-config "{\"kv_connector\":\"MooncakeConnector\",\"kv_role\":\"kv_producer\"}" > prefill1.log 2>&1 &`,
+				`CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8020 --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_consumer"}' > decode1.log 2>&1 &`)},
+			also: func(t *testing.T, procs []report.Process) {
+				for _, p := range procs {
+					if p.LookupPath != "" || p.MooncakeDPIndex != nil || p.Segment != "" {
+						t.Errorf("%s: lookup %q index %s", p.ID, p.LookupPath, optStr(p.MooncakeDPIndex))
+					}
+				}
+			},
+		},
+		{
 			name: "--served-model-name with an option first is refused before argparse", moe: false, profile: "main",
 			source: "vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args",
 			nodes:  []Node{node("h", "vllm serve --served-model-name x -tp 2 org/M")},
