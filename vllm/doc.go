@@ -8,16 +8,22 @@
 // Each rule lives in a function that reads like the vLLM code it encodes (vLLM main, mid-2026,
 // vllm-project/vllm); where the spec and vLLM disagree the code follows vLLM:
 //
-//	shell.go, parse.go, flags.go  `vllm serve` argv: vllm/utils/argparse_utils.py
-//	                              FlexibleArgumentParser (underscores, --flag=value, dotted JSON
-//	                              keys, -O<n>), vllm/engine/arg_utils.py EngineArgs.add_cli_args
-//	                              and get_kwargs (short aliases, BooleanOptionalAction --no-x,
-//	                              types), vllm/entrypoints/openai/cli_args.py make_arg_parser and
-//	                              FrontendArgs, vllm/config/kv_transfer.py KVTransferConfig
+//	shell.go                      a launch line as a POSIX shell runs it (quoting, redirections,
+//	                              lists and pipelines, exports, env/nohup/uv run wrappers)
+//	parse.go, flags.go            `vllm serve` / `python -m vllm.entrypoints.openai.api_server`
+//	                              argv: vllm/utils/argparse_utils.py FlexibleArgumentParser
+//	                              (underscores, --flag=value, --model moved to the positional
+//	                              slot, dotted JSON keys replacing a whole value, -O rewrites),
+//	                              vllm/engine/arg_utils.py EngineArgs.add_cli_args and get_kwargs
+//	                              (short aliases, BooleanOptionalAction --no-x, types),
+//	                              vllm/entrypoints/openai/cli_args.py make_arg_parser and
+//	                              FrontendArgs, vllm/config/kv_transfer.py KVTransferConfig,
+//	                              multi_connector.py child configs
 //	env.go                        vllm/envs.py (VLLM_DP_*, VLLM_RPC_BASE_PATH = tempfile.gettempdir(),
 //	                              VLLM_RAY_DP_PACK_STRATEGY, VLLM_HOST_IP)
 //	serve.go                      vllm/entrypoints/cli/serve.py ServeSubcommand.cmd (api server
-//	                              count, one LB mode), cli_args.validate_parsed_serve_args
+//	                              count, one LB mode, elastic EP cap), api_server.py __main__
+//	                              (run_server only), cli_args.validate_parsed_serve_args
 //	engineconfig.go               vllm/engine/arg_utils.py create_engine_config (spec §1)
 //	parallel.go                   vllm/config/parallel.py ParallelConfig: __post_init__ (env
 //	                              fallback, executor backend, GPU count), _validate_parallel_config,
@@ -42,7 +48,8 @@
 //	                              mooncake_utils.py get_mooncake_dp_engine_index,
 //	                              store/scheduler.py get_zmq_rpc_path_lookup, store/worker.py
 //	                              MooncakeStoreWorker (index, setup(local_hostname), lookup server
-//	                              on parallel_config.rank == 0)
+//	                              on parallel_config.rank == 0), store/scheduler.py
+//	                              MooncakeStoreScheduler (no lookups when enable_lookup is off)
 //	engineid.go                   vllm/config/kv_transfer.py engine_id = uuid4(),
 //	                              vllm/distributed/kv_transfer/kv_transfer_state.py engine_id
 //	                              broadcast (PRs #39907, #44528)
