@@ -33,8 +33,8 @@ var envAssignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 // A line is read as the shell runs it, as launch scripts write it: redirections (`> log 2>&1`)
 // are dropped, a trailing `&` is fine, the launch may be one command of a list or pipeline
 // (`cd /w && vllm serve ... | tee log`) whose `export NAME=value` commands before it set its
-// environment, and it may run under `env NAME=value`, `nohup`, `exec`, `time` or `uv run`. A line
-// must launch exactly one vLLM server.
+// environment, and it may run under `env NAME=value`, `nohup`, `exec`, `time`, `uv run` or
+// `sh -c "..."` (whose script is read the same way). A line must launch exactly one vLLM server.
 //
 // A unique prefix of a long option stands for it, as argparse's allow_abbrev allows. Not
 // supported, and rejected with an error rather than guessed: --config (the model reads no files).
@@ -118,7 +118,18 @@ func launchCommand(cmds [][]string) ([]string, map[string]string, error) {
 			}
 			continue
 		}
-		if !isLaunch(words) {
+		inner := map[string]string{}
+		if script, ok := shellScript(words); ok {
+			// `sh -c "vllm serve ..."` (a container's command): the script is a line of its own,
+			// run with this command's environment.
+			sub, err := splitCommands(script)
+			if err != nil {
+				return nil, nil, err
+			}
+			if words, inner, err = launchCommand(sub); err != nil || words == nil {
+				return nil, nil, err
+			}
+		} else if !isLaunch(words) {
 			continue
 		}
 		if launch != nil {
@@ -126,11 +137,10 @@ func launchCommand(cmds [][]string) ([]string, map[string]string, error) {
 		}
 		launch = words
 		env = map[string]string{}
-		for k, v := range exported {
-			env[k] = v
-		}
-		for k, v := range cmdEnv {
-			env[k] = v
+		for _, layer := range []map[string]string{exported, cmdEnv, inner} {
+			for k, v := range layer {
+				env[k] = v
+			}
 		}
 	}
 	if launch == nil {
@@ -150,6 +160,29 @@ func launchCommand(cmds [][]string) ([]string, map[string]string, error) {
 		}
 	}
 	return launch, env, nil
+}
+
+// shellScript returns the script of `sh -c SCRIPT` (bash, dash, zsh; -c alone or in a group such
+// as -lc or -ec), the form container specs launch vLLM with.
+func shellScript(words []string) (string, bool) {
+	switch path.Base(words[0]) {
+	case "sh", "bash", "dash", "zsh":
+	default:
+		return "", false
+	}
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if !strings.HasPrefix(w, "-") || w == "-" || w == "--" {
+			return "", false
+		}
+		if !strings.HasPrefix(w, "--") && strings.Contains(w, "c") {
+			if i+1 < len(words) {
+				return words[i+1], true
+			}
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // isLaunch reports whether a command runs a vLLM server program (entrypoint accepts it, or it is

@@ -128,6 +128,19 @@ func TestParseServeAccepts(t *testing.T) {
 			},
 		},
 		{
+			name: "a container command: sh -c with the launch as its script (LeaderWorkerSet specs in vLLM's Kubernetes docs)",
+			line: `HF_HOME=/cache sh -c "VLLM_HOST_IP=10.0.0.3 vllm serve meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 8 --pipeline-parallel-size 2 --nnodes 2 --node-rank 1 --master-addr leader --distributed-executor-backend mp --headless"`,
+			check: func(t *testing.T, a *ServeArgs) {
+				wantStr(t, "model", a.Model, "meta-llama/Llama-3.1-405B-Instruct")
+				wantInt(t, "node rank", a.NodeRank, 1)
+				wantStr(t, "outer env", a.Env["HF_HOME"], "/cache")
+				wantStr(t, "inner env", a.Env["VLLM_HOST_IP"], "10.0.0.3")
+				if !a.Headless {
+					t.Error("headless not set")
+				}
+			},
+		},
+		{
 			name: "a pipeline into tee, env NAME=value, and quoted operators stay words (POSIX shell)",
 			line: `env VLLM_HOST_IP=10.0.0.2 vllm serve org/M --chat-template '{{ a > b }}|&' 2>/dev/null | tee serve.log`,
 			check: func(t *testing.T, a *ServeArgs) {
@@ -332,6 +345,7 @@ func TestParseServeRejects(t *testing.T) {
 		{"a redirection without a target", "vllm serve m >", []string{"redirection", "without a target"}},
 		{"a control operator with no command before it", "&& vllm serve m", []string{"syntax error", "&&"}},
 		{"only a non-vLLM program in a list", "cd /w && ls", []string{"not a vllm command", "cd"}},
+		{"a shell script that launches nothing", `bash -lc "cd /w && ls"`, []string{"not a vllm command", "cd"}},
 		{"bare -O without a level 0-3 (FlexibleArgumentParser rewrites only -O <0-3>)", "vllm serve m -O fast", []string{"unrecognized arguments", "-O"}},
 		{"empty", "   ", []string{"empty command"}},
 		{"config file", "vllm serve m --config c.yaml", []string{"--config", "c.yaml"}},
