@@ -70,6 +70,13 @@ type engineHandshake struct {
 //	handshake_local_only = (offline_mode or L == D) and not enable_elastic_ep
 //	local_engines_only and dp_rank > 0: the front end binds a private ipc path for its local
 //	engines, which also handshake at rank 0's tcp://dp_master_ip:rpc_port.
+//
+// Not modelled: wait_for_engine_startup's refusal of a remote engine of the other kind (rank 0's
+// front end requires remote engines to be headless iff it runs internal LB, and raises
+// RuntimeError("Remote engine N must (not) use --headless ...") otherwise). It needs both sides'
+// launch kind at the barrier, which the plan contract does not carry, and modelling it changes
+// the shipped (e3) scenario vllm48061-start-rank-wide-tp-fixed, whose rank-0 head (start rank 0)
+// is internal LB while the replica-1 head auto-switches to external.
 func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, error) {
 	D, L, dpRank := pc.DataParallelSize, pc.DataParallelSizeLocal, pc.DataParallelRank
 	offline := pc.DataParallelRankLocal != nil
