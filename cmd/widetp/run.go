@@ -102,7 +102,7 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 	code = r.run(ctx, *runtime)
 	stop()
 	if got := which(); got != nil {
-		fmt.Fprintf(stderr, "widetp run: interrupted by %s; torn down\n", got)
+		fmt.Fprintf(stderr, "widetp run: interrupted by %s; torn down\n", signalName(got))
 		if got == syscall.SIGTERM {
 			return exitTerminated
 		}
@@ -124,11 +124,11 @@ func interruptions(cancel context.CancelFunc, stderr io.Writer) (which func() os
 		for s := range ch {
 			if first == nil {
 				first = s
-				fmt.Fprintf(stderr, "widetp run: %s: tearing the run down\n", s)
+				fmt.Fprintf(stderr, "widetp run: %s: tearing the run down\n", signalName(s))
 				cancel()
 				continue
 			}
-			fmt.Fprintf(stderr, "widetp run: %s: still tearing down (bounded); please wait\n", s)
+			fmt.Fprintf(stderr, "widetp run: %s: still tearing down (bounded); please wait\n", signalName(s))
 		}
 	}()
 	stop = func() {
@@ -137,6 +137,13 @@ func interruptions(cancel context.CancelFunc, stderr io.Writer) (which func() os
 		<-done
 	}
 	return func() os.Signal { return first }, stop
+}
+
+func signalName(s os.Signal) string {
+	if s == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGINT"
 }
 
 // runner is one `widetp run`.
