@@ -275,6 +275,18 @@ func TestParseServeAccepts(t *testing.T) {
 			},
 		},
 		{
+			name: "everyday serving flags (cli_args.FrontendArgs, arg_utils.EngineArgs)",
+			line: `vllm serve org/M --host 0.0.0.0 --port 8001 --uvicorn-log-level warning --api-key sk-1 --served-model-name m --trust-remote-code --max-model-len 32768 --gpu-memory-utilization 0.92 --enforce-eager --kv-cache-dtype fp8 --block-size 64 --seed 7 --disable-log-requests --enable-chunked-prefill --max-num-seqs 256 --max-num-batched-tokens 16k --compilation-config '{"cudagraph_mode":"FULL_DECODE_ONLY"}' -O 3 --speculative-config '{"method":"mtp","num_speculative_tokens":1}' --async-scheduling --load-format dummy --distributed-executor-backend mp --enable-eplb -ep --eplb-config '{"num_redundant_experts":8}' --all2all-backend deepep_high_throughput --enable-dbo`,
+			check: func(t *testing.T, a *ServeArgs) {
+				wantInt(t, "port", a.Port, 8001)
+				wantStr(t, "executor", *a.DistributedExecutorBackend, "mp")
+				wantStr(t, "level", a.lastOther("--optimization-level"), "3")
+				if !a.EnableExpertParallel || !a.boolFlag("--enable-eplb") || pyStr(a.jsonConfig("--eplb-config")["num_redundant_experts"]) != "8" {
+					t.Errorf("ep %v eplb %v config %v", a.EnableExpertParallel, a.boolFlag("--enable-eplb"), a.jsonConfig("--eplb-config"))
+				}
+			},
+		},
+		{
 			name: "python int() spellings: underscores and a plus sign",
 			line: "vllm serve m -tp +16 --master-port 29_501",
 			check: func(t *testing.T, a *ServeArgs) {
