@@ -197,7 +197,14 @@ func BenchmarkLocal64Nodes(b *testing.B) {
 			}
 		}
 		if rep.Verdict != "pass" || workers != 512 {
-			b.Fatalf("verdict %q with %d workers, want a healthy run of 512", rep.Verdict, workers)
+			var msgs []string
+			for i, v := range rep.Violations {
+				if i == 5 {
+					break
+				}
+				msgs = append(msgs, v.Message)
+			}
+			b.Fatalf("verdict %q with %d workers, want a healthy run of 512; %d violations, first: %s", rep.Verdict, workers, len(rep.Violations), strings.Join(msgs, "\n"))
 		}
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "peak-PSS-MiB")

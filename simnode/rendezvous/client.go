@@ -1,10 +1,11 @@
 package rendezvous
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 )
@@ -57,19 +58,27 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID, Value: m.Value}); err != nil {
 		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
 	}
-	line, err := bufio.NewReaderSize(conn, maxHello).ReadSlice('\n')
-	if err != nil {
-		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
-	}
+	// Decoded as it arrives: a buffer of the bound up front would cost every member of a large
+	// world that much at once.
 	var v verdict
-	if err := json.Unmarshal(line, &v); err != nil {
-		return Result{}, &Error{Python: fmt.Sprintf("RuntimeError: rendezvous at %s: rank 0 answered %q: %v", m.Address, line, err)}
+	if err := json.NewDecoder(io.LimitReader(conn, maxVerdict(m.WorldSize))).Decode(&v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &se) || errors.As(err, &te) {
+			return Result{}, &Error{Python: fmt.Sprintf("RuntimeError: rendezvous at %s: rank 0's answer is not a verdict: %v", m.Address, err)}
+		}
+		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
 	}
 	if !v.OK {
 		return Result{}, &Error{Python: v.Error, Missing: v.Missing}
 	}
 	return Result{Values: v.Values}, nil
 }
+
+// maxVerdict bounds rank 0's answer: it carries every member's value (a KV engine_id: ~50 bytes
+// with its rank, up to a hello's bound when the user names it), so it grows with the world — a
+// 512-worker world spanning 32 DP replicas answers ~25 KiB, far past one hello's bound.
+func maxVerdict(world int) int64 { return int64(maxHello) * int64(world+1) }
 
 func dial(ctx context.Context, cfg Config, host, port string) (net.Conn, error) {
 	if cfg.Resolve != nil {

@@ -106,6 +106,47 @@ func TestEveryMemberLeavesWithEveryValue(t *testing.T) {
 	}
 }
 
+// A world spanning many DP replicas (world_size_across_dp: 512 workers of 32 TP-16 replicas in the
+// README's 64-node benchmark) answers every member with every member's value: the verdict is far
+// longer than a hello.
+func TestLargeWorldGetsEveryValue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout)
+	defer cancel()
+	const world = 160
+	ms := members("workers", freeAddr(t), world, rangeOf(world)...)
+	for i := range ms {
+		ms[i].Value = fmt.Sprintf("%08x-f478-449d-bd3d-ec20f3131a50_dp%d", i, i/16)
+	}
+	var mu sync.Mutex
+	got := map[int]Result{}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			res, err := Join(ctx, m, cfg(timeout))
+			if err != nil {
+				t.Errorf("rank %d: %v", m.Rank, err)
+			}
+			mu.Lock()
+			got[m.Rank] = res
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for r, res := range got {
+		if len(res.Values) != world || res.Values[world-1] != ms[world-1].Value {
+			t.Errorf("rank %d got %d values", r, len(res.Values))
+		}
+	}
+}
+
+func rangeOf(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
 func TestWorldOfOneNeedsNoPeer(t *testing.T) {
 	if err := joinErr(context.Background(), Member{Kind: "dp", Address: "127.0.0.1:1", WorldSize: 1}, cfg(time.Millisecond)); err != nil {
 		t.Fatal(err)
