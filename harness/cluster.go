@@ -173,9 +173,9 @@ func (c *Cluster) Settle(ctx context.Context) error {
 	settled := map[string]bool{}
 	last := map[string]api.NodeStatus{}
 	var since uint64
-	check := true // read the statuses on the first pass
+	reread := true // read the statuses on the first pass
 	for {
-		if check {
+		if reread {
 			sts, err := c.client.NodeStatuses(ctx)
 			if err != nil {
 				return c.settleFailure(ctx, fmt.Errorf("settle: read node statuses: %w", err), last)
@@ -198,11 +198,11 @@ func (c *Cluster) Settle(ctx context.Context) error {
 		if err != nil {
 			return c.settleFailure(ctx, fmt.Errorf("settle: wait on the store's events: %w", err), last)
 		}
-		check = false
+		reread = false
 		for _, e := range resp.Events {
 			since = e.Seq
 			if e.Plane == api.PlaneTest && e.Op == "nodes" && e.Method == "POST" {
-				check = true
+				reread = true
 			}
 		}
 		if len(resp.Events) == 0 && resp.LastSeq > since {
@@ -211,7 +211,7 @@ func (c *Cluster) Settle(ctx context.Context) error {
 		if len(resp.Events) == 0 {
 			// A quiet slice: a node that died cannot say so.
 			if c.reapDead(ctx, want, settled) {
-				check = true
+				reread = true
 			}
 		}
 	}
