@@ -119,3 +119,23 @@ func TestRunLocal(t *testing.T) {
 		t.Errorf("node0's ipc listing lacks the lookup sockets: %s %v", b, err)
 	}
 }
+
+// clean and images need a Docker engine: without one they exit 3 saying how to get one; with
+// arguments they exit 2.
+func TestCleanAndImagesWithoutEngine(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	for _, cmd := range []string{"clean", "images"} {
+		var out, errOut bytes.Buffer
+		if code := run([]string{cmd}, &out, &errOut); code != exitInfra || !strings.Contains(errOut.String(), "no reachable Docker engine") {
+			t.Errorf("%s: exit %d, stderr %q; want 3 naming the missing engine", cmd, code, errOut.String())
+		}
+		errOut.Reset()
+		if code := run([]string{cmd, "extra"}, &out, &errOut); code != exitBadInput || !strings.Contains(errOut.String(), "takes no arguments") {
+			t.Errorf("%s extra: exit %d, stderr %q; want 2", cmd, code, errOut.String())
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"run", "--help"}, &out, &errOut); code != exitMatch || !strings.Contains(out.String(), "--runtime") || !strings.Contains(out.String(), "--artifacts") {
+		t.Errorf("run --help: exit %d:\n%s", code, out.String())
+	}
+}
