@@ -15,6 +15,11 @@ const (
 	// StageConfig: argument parsing and config validation (create_engine_config, ParallelConfig
 	// __post_init__, run_headless checks), before any child is started.
 	StageConfig Stage = "config"
+	// StageHandshakeBind: after StageConfig and before the process starts any child, it binds the
+	// rendezvous it serves with BindsEarly (vllm/v1/engine/utils.py launch_core_engines enters
+	// zmq_socket_ctx(local_handshake_address, zmq.ROUTER, bind=True) before CoreEngineProcManager
+	// starts the engines). A bind that fails raises here, so the process's children never start.
+	StageHandshakeBind Stage = "handshake-bind"
 	// StageEngineInit: run_engine_core, before the executor starts the workers.
 	StageEngineInit Stage = "engine-init"
 	// StageConnectorInit: a worker's KV connector init, after its torch rendezvous
@@ -38,6 +43,15 @@ type RendezvousPlan struct {
 	Address   string `json:"address"`
 	WorldSize int    `json:"world_size"`
 	Rank      int    `json:"rank"`
+	// BindsEarly (rank 0 only): the process binds Address at StageHandshakeBind, before it starts
+	// its children, and serves this barrier from that socket when it reaches it. When another
+	// live process of the host already holds the address the bind fails (EADDRINUSE): the process
+	// exits with ZMQBindError's text, its children never start, and no rendezvous is recorded —
+	// it is a crash of the binder, not a failed barrier. The processes of a host bind in plan
+	// order (commands in order, then tree order), and each binder starts its children only once
+	// every earlier and later binder of its host bound or died, so the later binder is the one
+	// that fails, every run.
+	BindsEarly bool `json:"binds_early,omitempty"`
 }
 
 // ProcessPlan is everything one simulated process is and does.

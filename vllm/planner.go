@@ -174,11 +174,15 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
 		return p
 	}
+	// launch_core_engines binds the handshake it serves before CoreEngineProcManager starts the
+	// engines (StageHandshakeBind).
+	served := h.local
 	if h.global != nil {
-		p.Rendezvous = append(p.Rendezvous, *h.global)
-	} else {
-		p.Rendezvous = append(p.Rendezvous, *h.local)
+		served = h.global
 	}
+	hs := *served
+	hs.BindsEarly = true
+	p.Rendezvous = append(p.Rendezvous, hs)
 	if pc.DataParallelRankLocal != nil {
 		// offline_mode: one local engine, CoreEngineProcManager(start_index=dp_rank,
 		// local_start_index=data_parallel_rank_local).

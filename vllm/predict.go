@@ -35,7 +35,9 @@ const (
 // Predict plans every node and executes the plans on paper, in vLLM's stage order:
 //
 //  1. config: a process with a Crash at StageConfig exits before starting children; otherwise
-//     its children start.
+//     it binds its BindsEarly rendezvous (StageHandshakeBind): the later binder of one address on
+//     one host, in host order, exits with ZMQBindError and never starts its children (nor joins a
+//     barrier); otherwise its children start.
 //  2. engine init: Crash at StageEngineInit ends the process.
 //  3. rendezvous: each process joins its RendezvousPlans in order. A barrier completes when every
 //     rank 0..world_size-1 of it arrives, once, with one world size; it fails when a member can
@@ -52,7 +54,7 @@ const (
 // ChildFailure (or stop cleanly when StopsOnChildFailure), and a process that exits shuts its
 // children down (exit code 0, as vLLM's workers and engine cores exit when their parent goes).
 // Lookup servers get BindSeq in host order: commands in order, processes in tree order. The
-// result is sorted by ID.
+// result holds every process that started, sorted by ID.
 func Predict(d Deployment) ([]report.Process, error) {
 	if len(d.Nodes) == 0 {
 		return nil, fmt.Errorf("predict %s: deployment has no nodes", d.Name)
@@ -74,9 +76,11 @@ func Predict(d Deployment) ([]report.Process, error) {
 		}
 	}
 	s.run()
-	out := make([]report.Process, len(s.procs))
-	for i, p := range s.procs {
-		out[i] = p.rec
+	out := make([]report.Process, 0, len(s.procs))
+	for _, p := range s.procs {
+		if p.started {
+			out = append(out, p.rec)
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
@@ -90,6 +94,9 @@ type simProc struct {
 	children []*simProc
 	started  bool
 	exited   bool
+	// bindFailed: the process raised at StageHandshakeBind; neither it nor anything below it
+	// takes part in a barrier.
+	bindFailed bool
 	// next is the index of the next RendezvousPlan to join; len(plan.Rendezvous) once all done.
 	next int
 }
@@ -98,6 +105,8 @@ func (p *simProc) alive() bool { return p.started && !p.exited }
 
 type sim struct {
 	procs []*simProc // every process, host order then tree order (preorder)
+	// bound holds the BindsEarly addresses by barrierKey and the process that bound each.
+	bound map[string]*simProc
 }
 
 func (s *sim) add(plan *ProcessPlan, parent *simProc) *simProc {
@@ -134,12 +143,49 @@ func (s *sim) start(p *simProc) {
 		s.exit(p, 1, p.plan.Crash.Error)
 		return
 	}
+	if !s.bindEarly(p) {
+		return
+	}
 	for _, c := range p.children {
 		if !p.alive() {
 			return
 		}
 		s.start(c)
 	}
+}
+
+// bindEarly is StageHandshakeBind: p binds the rendezvous it serves with BindsEarly, in host
+// order, and reports whether all of them bound. An address stays held once bound: a binder starts
+// its children only after every binder of its host bound or died (simnode waits for that), so no
+// child failure frees an address before a later binder tries it.
+func (s *sim) bindEarly(p *simProc) bool {
+	for _, r := range p.plan.Rendezvous {
+		if !r.BindsEarly || r.Rank != 0 {
+			continue
+		}
+		key := barrierKey(p.rec.Host, r.Address)
+		if s.bound[key] != nil {
+			p.bindFailed = true
+			s.exit(p, 1, ZMQBindError(r.Address, AddressInUse))
+			return false
+		}
+		if s.bound == nil {
+			s.bound = map[string]*simProc{}
+		}
+		s.bound[key] = p
+	}
+	return true
+}
+
+// bindFailedBelow: p or one of its ancestors failed its handshake bind, so p never joins a barrier
+// (the failed binder raised before any barrier; its children never started).
+func bindFailedBelow(p *simProc) bool {
+	for ; p != nil; p = p.parent {
+		if p.bindFailed {
+			return true
+		}
+	}
+	return false
 }
 
 // exit ends a process and cascades: its children shut down, and an error reaches its parent.
@@ -222,6 +268,9 @@ func (s *sim) rendezvous() {
 	byAddr := map[string]*barrier{}
 	var order []*barrier
 	for _, p := range s.procs {
+		if bindFailedBelow(p) {
+			continue
+		}
 		for i, r := range p.plan.Rendezvous {
 			key := barrierKey(p.rec.Host, r.Address)
 			b := byAddr[key]

@@ -175,3 +175,15 @@ func replicaName(host string, world RendezvousPlan, pc *ParallelConfig) string {
 	}
 	return fmt.Sprintf("%s/dp%d", barrierKey(host, world.Address), slot)
 }
+
+// AddressInUse is libzmq's strerror for EADDRINUSE, as pyzmq prints it.
+const AddressInUse = "Address already in use"
+
+// ZMQBindError is the exception a front end raises when its handshake ROUTER socket cannot bind
+// address (host:port): pyzmq's Socket.bind appends the address it tried to the ZMQError's
+// strerror, and vLLM binds get_engine_client_zmq_addr's tcp://host:port. Host-local handshakes
+// are ipc paths in vLLM, which never fail this way (libzmq takes an ipc path over), and the
+// model gives each of them its own port (localPortBase), so only tcp handshakes reach this.
+func ZMQBindError(address, strerror string) string {
+	return fmt.Sprintf("zmq.error.ZMQError: %s (addr='tcp://%s')", strerror, address)
+}
