@@ -1,10 +1,6 @@
 package vllm
 
-import (
-	"testing"
-
-	"github.com/widetp/widetp/report"
-)
+import "testing"
 
 // TestHandshakeBind: a front end binds the handshake it serves before it starts its engines
 // (vllm/v1/engine/utils.py launch_core_engines: zmq_socket_ctx(local_handshake_address,
@@ -59,8 +55,9 @@ func TestHandshakeBind(t *testing.T) {
 				if p.Exit.Code != 1 || len(p.Rendezvous) != 0 {
 					t.Errorf("%s: exit %d, rendezvous %+v; want a crash with no barrier", top, p.Exit.Code, p.Rendezvous)
 				}
+				// No run starts anything below it, so the checks must not see its engines.
 				if below := under(procs, top); len(below) != 1 {
-					t.Errorf("%s: %d processes at or below it, want none started below it", top, len(below))
+					t.Errorf("%s: %d processes at or below it, want none below it", top, len(below))
 				}
 			}
 			for _, p := range procs {
@@ -68,9 +65,6 @@ func TestHandshakeBind(t *testing.T) {
 					if r.Address == "h:13345" && p.ID != tt.crashed && contains(r.Missing, tt.crashed) {
 						t.Errorf("%s: barrier misses the failed binder %s: %+v", p.ID, tt.crashed, r)
 					}
-				}
-				if p.Role == report.RoleEngineCore && p.Parent == tt.crashed {
-					t.Errorf("%s started under the failed binder", p.ID)
 				}
 			}
 		})

@@ -54,7 +54,9 @@ const (
 // ChildFailure (or stop cleanly when StopsOnChildFailure), and a process that exits shuts its
 // children down (exit code 0, as vLLM's workers and engine cores exit when their parent goes).
 // Lookup servers get BindSeq in host order: commands in order, processes in tree order. The
-// result holds every process that started, sorted by ID.
+// result is sorted by ID. It holds the processes a crash kept from starting too (no Exit, below a
+// crashed ancestor), so that a run in which one of them got to start can still be compared —
+// except those below a failed handshake bind, which no run ever starts (the bind precedes them).
 func Predict(d Deployment) ([]report.Process, error) {
 	if len(d.Nodes) == 0 {
 		return nil, fmt.Errorf("predict %s: deployment has no nodes", d.Name)
@@ -78,9 +80,10 @@ func Predict(d Deployment) ([]report.Process, error) {
 	s.run()
 	out := make([]report.Process, 0, len(s.procs))
 	for _, p := range s.procs {
-		if p.started {
-			out = append(out, p.rec)
+		if !p.started && bindFailedBelow(p) {
+			continue // below a failed handshake bind: no run ever starts it
 		}
+		out = append(out, p.rec)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
