@@ -79,6 +79,10 @@ type proc struct {
 	// it then posts for its children were asked for too.
 	tearingDown atomic.Bool
 
+	// handshakes are the rendezvous sockets bound at StageHandshakeBind, by index in
+	// plan.Rendezvous; joinRendezvous serves each barrier from its socket.
+	handshakes map[int]*rendezvous.Listener
+
 	server  *lookup.Server
 	lclient *lookup.Client
 	mc      *mooncake.Client
@@ -320,6 +324,9 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	if e := p.crashAt(vllm.StageEngineInit); e != nil {
 		return e
 	}
+	if e := p.bindHandshakes(ctx); e != nil || ctx.Err() != nil {
+		return e
+	}
 	for _, c := range p.plan.Children {
 		if ctx.Err() != nil {
 			return nil
@@ -355,15 +362,90 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	return nil
 }
 
-func (p *proc) joinRendezvous(ctx context.Context) *pyError {
+func (p *proc) rendezvousConfig() rendezvous.Config {
 	rdv, _, _ := p.timeouts()
-	cfg := rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver()}
-	for _, rp := range p.plan.Rendezvous {
+	return rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver()}
+}
+
+// bindHandshakes is vllm.StageHandshakeBind: the process binds the rendezvous it serves with
+// BindsEarly, in its host's plan order (the sequencer's turn), and then waits for every other
+// binder of the host to bind or die before it starts its children. A bind that fails is the
+// process's own crash, with pyzmq's ZMQError as vLLM's front end raises it, not a failed barrier.
+func (p *proc) bindHandshakes(ctx context.Context) *pyError {
+	var early []int
+	for i, rp := range p.plan.Rendezvous {
+		if rp.BindsEarly && rp.Rank == 0 {
+			early = append(early, i)
+		}
+	}
+	if len(early) == 0 {
+		return nil
+	}
+	const where = "launch_core_engines"
+	if _, err := p.seq.HandshakeTurn(ctx, p.waitBound()); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return &pyError{Exception: "RuntimeError: " + err.Error(), Where: where}
+	}
+	cfg := p.rendezvousConfig()
+	p.handshakes = map[int]*rendezvous.Listener{}
+	var failed *pyError
+	for _, i := range early {
+		rp := p.plan.Rendezvous[i]
+		l, err := rendezvous.Listen(ctx, rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id}, cfg)
+		if err != nil {
+			failed = &pyError{Exception: bindErrorText(rp.Address, err), Where: where}
+			break
+		}
+		p.handshakes[i] = l
+	}
+	// Told even when a bind failed: this process is about to die, and the next binder must not
+	// wait for that.
+	p.seq.HandshakeBound()
+	if failed != nil {
+		return failed
+	}
+	if err := p.seq.HandshakesBound(ctx, p.waitBound()); err != nil && ctx.Err() == nil {
+		return &pyError{Exception: "RuntimeError: " + err.Error(), Where: where}
+	}
+	return nil
+}
+
+// bindErrorText is the exception of a failed handshake bind: pyzmq's ZMQError with libzmq's
+// strerror of the socket error (vllm.ZMQBindError); anything that is no bind failure is a
+// RuntimeError naming it.
+func bindErrorText(address string, err error) string {
+	var be *rendezvous.BindError
+	if !errors.As(err, &be) {
+		return "RuntimeError: " + err.Error()
+	}
+	var errno syscall.Errno
+	if errors.As(be.Err, &errno) {
+		if errno == syscall.EADDRINUSE {
+			return vllm.ZMQBindError(address, vllm.AddressInUse)
+		}
+		// Go spells strerror in lower case; libc (and so pyzmq) capitalises it.
+		msg := errno.Error()
+		return vllm.ZMQBindError(address, strings.ToUpper(msg[:1])+msg[1:])
+	}
+	return vllm.ZMQBindError(address, be.Err.Error())
+}
+
+func (p *proc) joinRendezvous(ctx context.Context) *pyError {
+	cfg := p.rendezvousConfig()
+	for i, rp := range p.plan.Rendezvous {
 		m := rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id}
 		if rp.Kind == "workers" {
 			m.Value = p.snapshot().EngineID
 		}
-		res, err := rendezvous.Join(ctx, m, cfg)
+		var res rendezvous.Result
+		var err error
+		if l := p.handshakes[i]; l != nil {
+			res, err = l.Join(ctx, m.Value, cfg)
+		} else {
+			res, err = rendezvous.Join(ctx, m, cfg)
+		}
 		if err != nil && ctx.Err() != nil {
 			return nil
 		}
@@ -514,6 +596,9 @@ func (p *proc) finish(end ending, sigs <-chan os.Signal) int {
 	if p.hbStop != nil {
 		p.hbStop()
 		<-p.hbDone
+	}
+	for _, l := range p.handshakes {
+		l.Close()
 	}
 	if p.server != nil {
 		p.server.Close()

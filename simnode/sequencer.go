@@ -20,6 +20,12 @@ import (
 // last binder of a colliding path is the one libzmq routes new clients to — the takeover itself is
 // libzmq's — and a run reproduces. A process that died before its turn is skipped.
 //
+// It orders the host's handshake binds the same way (vllm.RendezvousPlan.BindsEarly): binders
+// bind in plan order (commands in order, then tree order), and each starts its children only
+// once every other binder of the host bound or died — so no child's failure ends a binder (and
+// frees its address) before a later binder of that address tried it, and the later binder in
+// plan order is the one whose bind fails, as the model predicts.
+//
 // The supervisor runs it on a unix socket; every process of the host says hello on start and keeps
 // the connection for its life, so a closed connection is a dead process. A process that never said
 // hello is dead once any ancestor is (vLLM's children die with their parents; Pdeathsig here), and
@@ -38,23 +44,39 @@ type sequencer struct {
 	granted int // binds granted so far
 	turns   map[string]chan int
 	serving []chan struct{}
-	conns   map[net.Conn]bool
-	closed  bool
-	wg      sync.WaitGroup
+
+	// The handshake binds: hsBinders in plan order, hsNext the one that is due.
+	hsBinders []string
+	hsIsBind  map[string]bool
+	hsBound   map[string]bool
+	hsNext    int
+	hsTurns   map[string]chan int
+	hsWaiters []hsWaiter
+	conns     map[net.Conn]bool
+	closed    bool
+	wg        sync.WaitGroup
 	// changed is broadcast after every state change, for whoever waits on the state (await).
 	changed *sync.Cond
 }
 
+// hsWaiter is a binder waiting for every other binder of the host to bind or die.
+type hsWaiter struct {
+	id string
+	ch chan struct{}
+}
+
 // seqRequest and seqReply are the sequencer's line protocol.
 type seqRequest struct {
-	Op string `json:"op"` // hello, turn, bound, serving, exited
+	Op string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all
 	ID string `json:"id,omitempty"`
 }
 
 type seqReply struct {
-	Turn    int    `json:"turn,omitempty"`
-	Serving bool   `json:"serving,omitempty"`
-	Error   string `json:"error,omitempty"`
+	Turn    int  `json:"turn,omitempty"`
+	Serving bool `json:"serving,omitempty"`
+	// HandshakesBound answers hs-all.
+	HandshakesBound bool   `json:"handshakes_bound,omitempty"`
+	Error           string `json:"error,omitempty"`
 }
 
 // newSequencer plans the binds of a node and listens at path.
@@ -62,6 +84,7 @@ func newSequencer(plan *vllm.NodePlan, path string) (*sequencer, error) {
 	s := &sequencer{
 		isBind: map[string]bool{}, parent: map[string]string{}, hello: map[string]bool{},
 		dead: map[string]bool{}, bound: map[string]bool{}, turns: map[string]chan int{}, conns: map[net.Conn]bool{},
+		hsIsBind: map[string]bool{}, hsBound: map[string]bool{}, hsTurns: map[string]chan int{},
 	}
 	s.changed = sync.NewCond(&s.mu)
 	type binder struct {
@@ -75,6 +98,10 @@ func newSequencer(plan *vllm.NodePlan, path string) (*sequencer, error) {
 		s.parent[id] = parent
 		if p.BindsLookup {
 			bs = append(bs, binder{id, p.Identity.BindSeq, len(bs)})
+		}
+		if bindsEarly(p) {
+			s.hsBinders = append(s.hsBinders, id)
+			s.hsIsBind[id] = true
 		}
 		for _, c := range p.Children {
 			walk(c, id)
@@ -176,6 +203,30 @@ func (s *sequencer) serve(c net.Conn) {
 			}()
 		case req.Op == "bound":
 			s.bound[id] = true
+		case req.Op == "hs-turn" || req.Op == "hs-all":
+			if !s.hsIsBind[id] {
+				s.mu.Unlock()
+				reply(seqReply{Error: fmt.Sprintf("%s asked for %s but its plan binds no handshake", id, req.Op)})
+				return
+			}
+			if req.Op == "hs-turn" {
+				ch := make(chan int, 1)
+				s.hsTurns[id] = ch
+				go func() {
+					if t, ok := <-ch; ok {
+						reply(seqReply{Turn: t})
+					}
+				}()
+				break
+			}
+			w := hsWaiter{id: id, ch: make(chan struct{})}
+			s.hsWaiters = append(s.hsWaiters, w)
+			go func() {
+				<-w.ch
+				reply(seqReply{HandshakesBound: true})
+			}()
+		case req.Op == "hs-bound":
+			s.hsBound[id] = true
 		case req.Op == "serving":
 			ch := make(chan struct{})
 			s.serving = append(s.serving, ch)
@@ -246,6 +297,7 @@ func (s *sequencer) await(cond func() bool, bound time.Duration) bool {
 // releases the lookup clients.
 func (s *sequencer) advanceLocked() {
 	defer s.changed.Broadcast()
+	s.advanceHandshakesLocked()
 	for s.next < len(s.binders) {
 		id := s.binders[s.next]
 		if s.bound[id] || s.deadLocked(id) {
@@ -268,6 +320,65 @@ func (s *sequencer) advanceLocked() {
 		close(ch)
 	}
 	s.serving = nil
+}
+
+// advanceHandshakesLocked grants the due handshake bind turn when its process asks for it, and
+// releases each waiting binder once every other binder bound or died. A binder below the waiter
+// (none in vLLM's trees) does not hold it up: it cannot start before the waiter starts its children.
+func (s *sequencer) advanceHandshakesLocked() {
+	for s.hsNext < len(s.hsBinders) {
+		id := s.hsBinders[s.hsNext]
+		if s.hsBound[id] || s.deadLocked(id) {
+			if ch, ok := s.hsTurns[id]; ok {
+				close(ch)
+				delete(s.hsTurns, id)
+			}
+			s.hsNext++
+			continue
+		}
+		if ch, ok := s.hsTurns[id]; ok {
+			ch <- s.hsNext + 1
+			close(ch)
+			delete(s.hsTurns, id)
+		}
+		break
+	}
+	waiting := s.hsWaiters[:0]
+	for _, w := range s.hsWaiters {
+		done := true
+		for _, id := range s.hsBinders[s.hsNext:] {
+			if id != w.id && !s.below(id, w.id) {
+				done = false
+				break
+			}
+		}
+		if done {
+			close(w.ch)
+		} else {
+			waiting = append(waiting, w)
+		}
+	}
+	s.hsWaiters = waiting
+}
+
+// below: id is a descendant of ancestor.
+func (s *sequencer) below(id, ancestor string) bool {
+	for a := s.parent[id]; a != ""; a = s.parent[a] {
+		if a == ancestor {
+			return true
+		}
+	}
+	return false
+}
+
+// bindsEarly: the process binds a handshake before it starts its children.
+func bindsEarly(p *vllm.ProcessPlan) bool {
+	for _, r := range p.Rendezvous {
+		if r.BindsEarly && r.Rank == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // close stops the sequencer and drops every connection.
@@ -355,6 +466,22 @@ func (c *seqClient) Bound() error { return c.send(seqRequest{Op: "bound"}) }
 // Serving waits until every planned bind of the host happened or its process died.
 func (c *seqClient) Serving(ctx context.Context, bound time.Duration) error {
 	_, err := c.await(ctx, seqRequest{Op: "serving"}, bound)
+	return err
+}
+
+// HandshakeTurn waits for this process's handshake bind turn (1, 2, ... in plan order).
+func (c *seqClient) HandshakeTurn(ctx context.Context, bound time.Duration) (int, error) {
+	rep, err := c.await(ctx, seqRequest{Op: "hs-turn"}, bound)
+	return rep.Turn, err
+}
+
+// HandshakeBound tells the sequencer this process's handshake binds happened (or failed: it is
+// about to die, and the next binder must not wait for that).
+func (c *seqClient) HandshakeBound() error { return c.send(seqRequest{Op: "hs-bound"}) }
+
+// HandshakesBound waits until every other handshake binder of the host bound or died.
+func (c *seqClient) HandshakesBound(ctx context.Context, bound time.Duration) error {
+	_, err := c.await(ctx, seqRequest{Op: "hs-all"}, bound)
 	return err
 }
 

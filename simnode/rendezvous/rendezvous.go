@@ -9,6 +9,7 @@ package rendezvous
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -125,3 +126,67 @@ type verdict struct {
 }
 
 func rankName(r int) string { return "rank " + strconv.Itoa(r) }
+
+// Listener is rank 0's socket of a barrier bound ahead of the barrier: vLLM's front end binds the
+// handshake socket its engines join before it starts them.
+type Listener struct {
+	m  Member
+	ln net.Listener
+}
+
+// BindError is a Listen that could not bind; Err wraps the socket error (syscall.EADDRINUSE
+// when another process holds the address).
+type BindError struct {
+	Address string
+	Err     error
+}
+
+func (e *BindError) Error() string {
+	return fmt.Sprintf("rendezvous %s: bind: %v", e.Address, e.Err)
+}
+
+func (e *BindError) Unwrap() error { return e.Err }
+
+// Listen binds rank 0's socket of m's barrier now; Join on the Listener serves the barrier later.
+// m must have rank 0. A socket that cannot bind is a *BindError (other errors mean bad input).
+func Listen(ctx context.Context, m Member, cfg Config) (*Listener, error) {
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if m.Rank != 0 {
+		return nil, fmt.Errorf("rendezvous %s %s: only rank 0 listens, not rank %d", m.Kind, m.Address, m.Rank)
+	}
+	ln, err := listen(ctx, m, cfg)
+	if err != nil {
+		return nil, &BindError{Address: m.Address, Err: err}
+	}
+	return &Listener{m: m, ln: ln}, nil
+}
+
+// Join serves the barrier from the bound socket, as Join does for rank 0, with m's Value (the
+// member the Listener was bound for, with this Value). The socket is closed when it returns.
+func (l *Listener) Join(ctx context.Context, value string, cfg Config) (Result, error) {
+	if err := cfg.validate(); err != nil {
+		l.Close()
+		return Result{}, err
+	}
+	m := l.m
+	m.Value = value
+	if m.WorldSize == 1 {
+		l.Close()
+		return Result{Values: map[int]string{0: m.Value}}, nil
+	}
+	return serveOn(ctx, m, cfg, l.ln)
+}
+
+// Close releases the socket; closing twice is harmless.
+func (l *Listener) Close() error {
+	err := l.ln.Close()
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}

@@ -23,10 +23,21 @@ type arrival struct {
 // serve is rank 0: listen, collect the other ranks, answer them all.
 func serve(ctx context.Context, m Member, cfg Config) (Result, error) {
 	_, port, _ := net.SplitHostPort(m.Address)
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(cfg.ListenIP, port))
+	ln, err := listen(ctx, m, cfg)
 	if err != nil {
 		return Result{}, &Error{Python: listenError(port, err)}
 	}
+	return serveOn(ctx, m, cfg, ln)
+}
+
+func listen(ctx context.Context, m Member, cfg Config) (net.Listener, error) {
+	_, port, _ := net.SplitHostPort(m.Address)
+	return (&net.ListenConfig{}).Listen(ctx, "tcp", net.JoinHostPort(cfg.ListenIP, port))
+}
+
+// serveOn is rank 0 on a bound listener, which it closes when the barrier ends. The time-out
+// runs from here, not from the bind: members that connect earlier wait in the listen backlog.
+func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result, error) {
 	deadline := time.Now().Add(cfg.Timeout)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
