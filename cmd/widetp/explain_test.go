@@ -365,7 +365,8 @@ func TestExplainBugDetails(t *testing.T) {
 }
 
 // The human replicas table groups records as the checks do: the engines that claim one DP slot
-// are listed as replicas of their own (vLLM#53743).
+// are listed as replicas of their own (vLLM#53743). node1's four engines all claim DP rank 4 (on
+// node0 the later three front ends fail to bind the shared DP handshake and start no engine).
 func TestExplainHumanReplicasSplitClaimedSlots(t *testing.T) {
 	var out bytes.Buffer
 	if code := run([]string{"explain", filepath.Join(scenarioDir, "vllm53743-explicit-rank-overwritten-buggy.yaml")}, &out, &bytes.Buffer{}); code != exitMatch {
@@ -373,14 +374,14 @@ func TestExplainHumanReplicasSplitClaimedSlots(t *testing.T) {
 	}
 	rows := 0
 	for _, line := range strings.Split(out.String(), "\n") {
-		if f := strings.Fields(line); len(f) >= 4 && f[0] == "node0:29500/dp0" && strings.HasPrefix(f[1], "[node0/") {
+		if f := strings.Fields(line); len(f) >= 4 && f[0] == "node0:29500/dp4" && strings.HasPrefix(f[1], "[node1/") {
 			rows++
-			if f[2] != "0" || f[4] != "2" {
-				t.Errorf("replica row %q: want DP index 0 and 2 workers", line)
+			if f[2] != "4" || f[4] != "2" {
+				t.Errorf("replica row %q: want DP index 4 and 2 workers", line)
 			}
 		}
 	}
 	if rows != 4 {
-		t.Errorf("%d replica rows for slot node0:29500/dp0, want the 4 engines that claim it:\n%s", rows, out.String())
+		t.Errorf("%d replica rows for slot node0:29500/dp4, want the 4 engines that claim it:\n%s", rows, out.String())
 	}
 }
