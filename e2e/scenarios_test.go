@@ -75,20 +75,13 @@ var racyScenarios = map[string]struct {
 	outcomes [][]report.Kind
 	why      string
 }{
-	"vllm53743-external-lb-shared-nodes-buggy": {
-		outcomes: [][]report.Kind{{report.ProcessCrashed}, {report.ProcessCrashed, report.RendezvousFailed}},
-		why: "both launches on node0 take DP rank 0 (the inferred rank overwrites --data-parallel-rank), so both " +
-			"front ends serve the DP handshake at node0:13345. The second one's bind fails (EADDRINUSE, a failed dp " +
-			"rendezvous) in the same instant its engine core dies of ZeroDivisionError; the model lets the engine's " +
-			"failure cascade first. vLLM binds the handshake before it starts its engines (vllm/v1/engine/utils.py " +
-			"launch_core_engines: zmq_socket_ctx(local_handshake_address, zmq.ROUTER, bind=True) encloses " +
-			"CoreEngineProcManager), so real vLLM would show the failed bind every time",
-	},
 	"vllm53743-explicit-rank-overwritten-buggy": {
 		outcomes: [][]report.Kind{{report.DPIndexDuplicate, report.ProcessCrashed, report.RendezvousFailed}},
-		why: "four engines a node claim one DP rank and race for its ports (the DP handshake and the workers' " +
-			"rendezvous): which front end and which worker bind first differs from run to run, and so do the " +
-			"barriers the engines meet at — which decide how dp-index-duplicate groups them into deployments",
+		why: "node1's four engines all claim DP rank 4 and race for its places (in the DP group at node0:13346 and " +
+			"the workers' world at node0:29500): which engine and which worker the barrier takes first differs " +
+			"from run to run, and so do the barriers the engines meet at — which decide how dp-index-duplicate " +
+			"groups them into deployments (node0's shared DP handshake is not racy: its later three front ends " +
+			"fail the bind in command order, vllm/v1/engine/utils.py launch_core_engines)",
 	},
 }
 
