@@ -181,3 +181,55 @@ func TestSequencerWaitsAreBounded(t *testing.T) {
 		t.Fatalf("cancelled serving wait: %v", err)
 	}
 }
+
+func handshakeBinder(id string, children ...*vllm.ProcessPlan) *vllm.ProcessPlan {
+	return &vllm.ProcessPlan{Identity: report.Process{ID: id}, Children: children,
+		Rendezvous: []vllm.RendezvousPlan{{Kind: "dp", Address: "h:13345", WorldSize: 2, Rank: 0, BindsEarly: true}}}
+}
+
+// TestHandshakeBindsFollowPlanOrder: a host's handshake binders (vllm.RendezvousPlan.BindsEarly)
+// bind in plan order whatever order they ask in, and each is released to start its children only
+// once every other binder bound or died — so the first binder is still alive (holding the address)
+// when the second one binds (vllm/v1/engine/utils.py launch_core_engines binds before it starts
+// the engines).
+func TestHandshakeBindsFollowPlanOrder(t *testing.T) {
+	plan := &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{
+		handshakeBinder("a", plain("a/e0")), handshakeBinder("b", plain("b/e0")), handshakeBinder("c"),
+	}}
+	s := startSequencer(t, plan)
+	a, b, c := hello(t, s, "a"), hello(t, s, "b"), hello(t, s, "c")
+	turn := func(cl *seqClient) <-chan int {
+		ch := make(chan int, 1)
+		go func() {
+			n, err := cl.HandshakeTurn(context.Background(), seqBound)
+			if err != nil {
+				n = -1
+			}
+			ch <- n
+		}()
+		return ch
+	}
+	tb := turn(b)
+	if !s.await(func() bool { return s.hsTurns["b"] != nil }, seqBound) {
+		t.Fatal("b's handshake turn request never reached the sequencer")
+	}
+	ta := turn(a)
+	expectTurn(t, ta, 1)
+	a.HandshakeBound()
+	allA := make(chan error, 1)
+	go func() { allA <- a.HandshakesBound(context.Background(), seqBound) }()
+	expectTurn(t, tb, 2)
+	if !s.await(func() bool { return len(s.hsWaiters) == 1 }, seqBound) {
+		t.Fatal("a was released before b and c bound, or never asked")
+	}
+	// b's bind fails and it dies; c never asks and dies: a may start its engines.
+	b.HandshakeBound()
+	b.Close()
+	c.Close()
+	if err := <-allA; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hello(t, s, "a/e0").HandshakeTurn(context.Background(), seqBound); err == nil {
+		t.Fatal("a process whose plan binds no handshake got a handshake turn")
+	}
+}
