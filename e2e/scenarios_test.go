@@ -26,6 +26,11 @@ var _ = Describe("every scenario", func() {
 		for _, b := range s.Bugs {
 			labels = append(labels, scenarios.BugLabel(b))
 		}
+		if len(s.Bugs) > 0 {
+			// A plain label too: `--label-filter=bug` selects every reproduced field bug (issue 7),
+			// which a key:value label alone does not match.
+			labels = append(labels, "bug")
+		}
 		Describe(s.Name, labels, Ordered, ContinueOnFailure, func() {
 			observed := map[string]report.Report{}
 			ran := map[string]bool{}
