@@ -25,11 +25,10 @@ func BenchmarkStart(b *testing.B) {
 	if err := harness.Ping(ctx, 5*time.Second); err != nil {
 		b.Skip("no reachable Docker engine: ", err)
 	}
-	df, err := os.ReadFile("testdata/zmqbind.Dockerfile")
+	prog, err := hostprobeProgram()
 	if err != nil {
 		b.Fatal(err)
 	}
-	prog := harness.Program{Name: "zmqbind", Package: "./harness/testdata/zmqbind", Cgo: true, Dockerfile: df}
 	warm, err := harness.NewDocker(ctx)
 	if err != nil {
 		b.Fatal(err)

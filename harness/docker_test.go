@@ -146,21 +146,21 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(ns.Items[0].Name).To(Equal(d.NetworkName()))
 		Expect(ns.Items[0].Labels).To(HaveKeyWithValue(harness.LabelOwner, me.String()))
 
-		img, err := d.Image(ctx, zmqbind())
+		img, err := d.Image(ctx, hostprobe())
 		Expect(err).NotTo(HaveOccurred())
 		ins, err := cli.ImageInspect(ctx, img.Ref)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ins.Config.Labels).To(HaveKey(harness.LabelRun))
 		Expect(ins.Config.Labels).To(HaveKeyWithValue(harness.LabelContent, img.Hash))
-		Expect(img.Ref).To(HavePrefix("widetp-zmqbind:" + img.Hash[:16]))
+		Expect(img.Ref).To(HavePrefix("widetp-hostprobe:" + img.Hash[:16]))
 	}, SpecTimeout(3*time.Minute))
 
 	It("builds an image once per content hash and reuses it in the next run", func(ctx SpecContext) {
 		first := newRun(ctx)
-		a, err := first.Image(ctx, zmqbind())
+		a, err := first.Image(ctx, hostprobe())
 		Expect(err).NotTo(HaveOccurred())
 		second := newRun(ctx)
-		b, err := second.Image(ctx, zmqbind())
+		b, err := second.Image(ctx, hostprobe())
 		Expect(err).NotTo(HaveOccurred())
 		Expect(b.Ref).To(Equal(a.Ref))
 		Expect(b.Cached).To(BeTrue(), "the second run rebuilt %s", b.Ref)
@@ -180,8 +180,8 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 
 	It("shows the engine's build log when the Dockerfile fails", func(ctx SpecContext) {
 		d := newRun(ctx)
-		p := zmqbind()
-		p.Name = "zmqbind-badfile"
+		p := hostprobe()
+		p.Name = "hostprobe-badfile"
 		p.Dockerfile = []byte("FROM scratch\nCOPY not-in-the-context /x\n")
 		_, err := d.Image(ctx, p)
 		var be *harness.ImageBuildError
@@ -240,12 +240,12 @@ var _ = Describe("building images ahead of a run", Label("docker"), func() {
 	BeforeEach(requireEngine)
 
 	It("builds or finds every program's image by content hash, with no network or container", func(ctx SpecContext) {
-		imgs, err := harness.BuildImages(ctx, []harness.Program{zmqbind(), harness.FakeStore}, harness.WithRunID("images-spec"))
+		imgs, err := harness.BuildImages(ctx, []harness.Program{hostprobe(), harness.FakeStore}, harness.WithRunID("images-spec"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(imgs).To(HaveLen(2))
-		Expect(imgs[0].Ref).To(HavePrefix("widetp-zmqbind:"))
+		Expect(imgs[0].Ref).To(HavePrefix("widetp-hostprobe:"))
 		Expect(imgs[1].Ref).To(HavePrefix("widetp-fakestore:"))
-		again, err := harness.BuildImages(ctx, []harness.Program{zmqbind()})
+		again, err := harness.BuildImages(ctx, []harness.Program{hostprobe()})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(again[0].Ref).To(Equal(imgs[0].Ref))
 		Expect(again[0].Cached).To(BeTrue())

@@ -46,18 +46,10 @@ func requireEngine() {
 	}
 }
 
-// zmqbind is the harness's own cgo test node (harness/testdata/zmqbind): it links libzmq as
-// simnode does, binds where told, pings peers by name and prints "ready <hostname>".
-func zmqbind() harness.Program {
-	df, err := os.ReadFile("testdata/zmqbind.Dockerfile")
-	Expect(err).NotTo(HaveOccurred())
-	return harness.Program{Name: "zmqbind", Package: "./harness/testdata/zmqbind", Cgo: true, Dockerfile: df}
-}
-
 var readyLine = regexp.MustCompile(`^ready `)
 
 func node(host string, args ...string) harness.NodeSpec {
-	return harness.NodeSpec{Host: host, Program: zmqbind(), Args: args, Ready: readyLine}
+	return harness.NodeSpec{Host: host, Program: hostprobe(), Args: args, Ready: readyLine}
 }
 
 // runChild starts a run with a store and two nodes, says "half-way", and waits to be killed.
@@ -69,11 +61,10 @@ func runChild(runID string) int {
 	if err != nil {
 		return fail(err)
 	}
-	df, err := os.ReadFile("testdata/zmqbind.Dockerfile")
+	p, err := hostprobeProgram()
 	if err != nil {
 		return fail(err)
 	}
-	p := harness.Program{Name: "zmqbind", Package: "./harness/testdata/zmqbind", Cgo: true, Dockerfile: df}
 	if _, err := d.StartStore(ctx, harness.NodeSpec{Host: "store", Program: p, Args: []string{"-bind", "tcp://*:7000"}, Ready: readyLine, Ports: []int{7000}}); err != nil {
 		return fail(err)
 	}

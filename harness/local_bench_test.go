@@ -5,7 +5,6 @@ package harness_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -21,11 +20,10 @@ func BenchmarkLocalStart16(b *testing.B) { benchmarkLocalStart(b, 16) }
 func BenchmarkLocalStart64(b *testing.B) { benchmarkLocalStart(b, 64) }
 
 func benchmarkLocalStart(b *testing.B, n int) {
-	df, err := os.ReadFile("testdata/hostprobe.Dockerfile")
+	p, err := hostprobeProgram()
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := harness.Program{Name: "hostprobe", Package: "./harness/testdata/hostprobe", Cgo: true, Dockerfile: df}
 	specs := make([]harness.NodeSpec, n)
 	for i := range specs {
 		specs[i] = harness.NodeSpec{Host: fmt.Sprintf("node-%d", i), Program: p, Args: []string{"-bind", "tcp://*:5555", "-bind", "ipc:///tmp/lookup.ipc"}, Ready: readyLine}

@@ -33,11 +33,22 @@ type runtimeUnderTest struct {
 	leftovers func(ctx context.Context, rt harness.Runtime) func(ctx context.Context) []string
 }
 
-// hostprobe is the conformance specs' node (harness/testdata/hostprobe).
+// hostprobe is the harness's own cgo test node (harness/testdata/hostprobe): it links libzmq as
+// simnode does, binds where told, pings peers by name and prints "ready <hostname>". Every spec and
+// benchmark of both runtimes uses it.
 func hostprobe() harness.Program {
-	df, err := os.ReadFile("testdata/hostprobe.Dockerfile")
+	p, err := hostprobeProgram()
 	Expect(err).NotTo(HaveOccurred())
-	return harness.Program{Name: "hostprobe", Package: "./harness/testdata/hostprobe", Cgo: true, Dockerfile: df}
+	return p
+}
+
+// hostprobeProgram is hostprobe for code that runs outside a spec (benchmarks, a child run).
+func hostprobeProgram() (harness.Program, error) {
+	df, err := os.ReadFile("testdata/hostprobe.Dockerfile")
+	if err != nil {
+		return harness.Program{}, err
+	}
+	return harness.Program{Name: "hostprobe", Package: "./harness/testdata/hostprobe", Cgo: true, Dockerfile: df}, nil
 }
 
 func probe(host string, args ...string) harness.NodeSpec {

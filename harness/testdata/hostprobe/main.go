@@ -1,6 +1,7 @@
-// Command hostprobe is the test node of the runtime conformance specs (harness/local_conformance_test.go).
-// Like simnode, and unlike zmqbind, it learns where it is from the runtime's environment alone, so
-// one command line means the same on every runtime:
+// Command hostprobe is the harness's own test node, for the specs of both runtimes (the runtime
+// conformance specs, the Docker specs, the leak spec and the benchmarks). Like simnode, it learns
+// where it is from the runtime's environment alone, so one command line means the same on every
+// runtime:
 //
 //   - WIDETP_HOST is its host name (default os.Hostname());
 //   - an ipc:///path lives under WIDETP_IPC_ROOT (simnode/lookup.Endpoint: the root stands for "/");
