@@ -1,12 +1,7 @@
 package harness_test
 
 import (
-	"bufio"
-	"bytes"
-	"os"
-	"os/exec"
-	"strings"
-	"sync"
+	"context"
 	"syscall"
 	"time"
 
@@ -31,39 +26,11 @@ var _ = Describe("leak safety", Label("docker"), func() {
 		// The child is this test binary acting as a harness run (TestMain): store and two nodes up,
 		// then it says so and blocks, never reaching Close.
 		childRun := "leak-" + live.RunID()
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+childRun)
-		stdin, err := cmd.StdinPipe()
-		Expect(err).NotTo(HaveOccurred())
-		stdout, err := cmd.StdoutPipe()
-		Expect(err).NotTo(HaveOccurred())
-		stderr := &lockedBuffer{}
-		cmd.Stderr = stderr
-		Expect(cmd.Start()).To(Succeed())
-		DeferCleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = stdin.Close()
-		})
-		said := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				if strings.HasPrefix(sc.Text(), "half-way ") {
-					said <- sc.Text()
-					return
-				}
-			}
-			close(said)
-		}()
-		select {
-		case line, ok := <-said:
-			Expect(ok).To(BeTrue(), "the child ended before half-way: %s", stderr.String())
-			Expect(line).To(Equal("half-way " + childRun))
-		case <-time.After(2 * time.Minute): // a cached image and three scratch containers take seconds
-			Fail("the child did not get half-way within 2m: " + stderr.String())
-		case <-ctx.Done():
-			Fail("spec timed out waiting for the child")
-		}
+		// 2 minutes: a cached image and three scratch containers take seconds.
+		halfCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		cmd, said := startHalfWay(halfCtx, childEnv+"="+childRun)
+		Expect(said).To(Equal(childRun))
 		c, n := labelled(ctx, cli, childRun)
 		Expect(c).To(Equal(3), "the child's store and nodes")
 		Expect(n).To(Equal(1), "the child's network")
@@ -109,21 +76,3 @@ var _ = Describe("leak safety", Label("docker"), func() {
 		}
 	}, SpecTimeout(4*time.Minute))
 })
-
-// lockedBuffer is a child's stderr, written by exec's copier while the spec may read it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}

@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -122,39 +121,9 @@ func runLocalOwner(mode string) int {
 
 // startOwner runs the test binary as an owner and returns it once its run is up.
 func startOwner(ctx context.Context, mode string) (*exec.Cmd, ownerReport) {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), localOwnerEnv+"="+mode)
-	stdin, err := cmd.StdinPipe()
-	Expect(err).NotTo(HaveOccurred())
-	stdout, err := cmd.StdoutPipe()
-	Expect(err).NotTo(HaveOccurred())
-	stderr := &lockedBuffer{}
-	cmd.Stderr = stderr
-	Expect(cmd.Start()).To(Succeed())
-	DeferCleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = stdin.Close()
-	})
-	said := make(chan string, 1)
-	go func() {
-		defer GinkgoRecover()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), "half-way "); ok {
-				said <- line
-				return
-			}
-		}
-		close(said)
-	}()
+	cmd, line := startHalfWay(ctx, localOwnerEnv+"="+mode)
 	var rep ownerReport
-	select {
-	case line, ok := <-said:
-		Expect(ok).To(BeTrue(), "the owner ended before half-way: %s", stderr.String())
-		Expect(json.Unmarshal([]byte(line), &rep)).To(Succeed())
-	case <-ctx.Done():
-		Fail("the owner did not get half-way before the spec's bound: " + stderr.String())
-	}
+	Expect(json.Unmarshal([]byte(line), &rep)).To(Succeed())
 	return cmd, rep
 }
 
