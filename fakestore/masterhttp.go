@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/widetp/widetp/fakestore/api"
 )
@@ -69,112 +70,58 @@ func (s *Server) serveMaster(x *exchange, r *http.Request, body []byte) {
 		writeMasterError(x, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: master operations take POST", r.Method, r.URL.Path))
 		return
 	}
-	decode := func(v any) bool {
-		if err := decodeStrict(body, v); err != nil {
-			writeMasterError(x, http.StatusBadRequest, fmt.Sprintf("decode %s request: %v", op, err))
-			return false
-		}
-		return true
-	}
-	var resp any
-	var code api.Code
-	s.mu.Lock()
-	now := s.clock.Now()
+	peer := x.peer
 	switch op {
 	case api.OpServiceReady:
-		var req struct{}
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		out := s.opServiceReady()
-		resp, code = out, out.ErrorCode
+		runOp(s, x, op, body, func(struct{}, time.Time) api.ServiceReadyResponse { return s.opServiceReady() })
 	case api.OpMountSegment:
-		var req api.MountSegmentRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		out := s.opMount(req, x.peer, now)
-		resp, code = out, out.ErrorCode
+		runOp(s, x, op, body, func(req api.MountSegmentRequest, now time.Time) api.Result { return s.opMount(req, peer, now) })
 	case api.OpReMountSegment:
-		var req api.ReMountSegmentRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		out := s.opReMount(req, x.peer, now)
-		resp, code = out, out.ErrorCode
+		runOp(s, x, op, body, func(req api.ReMountSegmentRequest, now time.Time) api.Result { return s.opReMount(req, peer, now) })
 	case api.OpUnmountSegment:
-		var req api.UnmountSegmentRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		out := s.opUnmount(req, x.peer, now)
-		resp, code = out, out.ErrorCode
+		runOp(s, x, op, body, func(req api.UnmountSegmentRequest, now time.Time) api.Result { return s.opUnmount(req, peer, now) })
 	case api.OpPing:
-		var req api.PingRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		ignored := s.faults.take(api.FaultIgnorePings, scope{plane: api.PlaneMaster, method: r.Method, op: op,
-			key: req.ClientID, peer: x.peer, client: req.ClientID}, now)
-		if ignored != nil {
-			x.fault, x.detail = ignored.ID, "ping ignored"
-		}
-		out := s.opPing(req, x.peer, now, ignored != nil)
-		resp, code = out, out.ErrorCode
-		if code == api.OK {
-			x.detail = strings.TrimSpace(x.detail + " " + out.ClientStatus)
-		}
+		runOp(s, x, op, body, func(req api.PingRequest, now time.Time) api.PingResponse {
+			ignored := s.faults.take(api.FaultIgnorePings, scope{plane: api.PlaneMaster, method: r.Method, op: op,
+				key: req.ClientID, peer: peer, client: req.ClientID}, now)
+			if ignored != nil {
+				x.fault, x.detail = ignored.ID, "ping ignored"
+			}
+			out := s.opPing(req, peer, now, ignored != nil)
+			if out.ErrorCode == api.OK {
+				x.detail = strings.TrimSpace(x.detail + " " + out.ClientStatus)
+			}
+			return out
+		})
 	case api.OpBatchExistKey:
-		var req api.KeysRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		out := s.opBatchExist(req, now)
-		resp, code = out, out.ErrorCode
+		runOp(s, x, op, body, s.opBatchExist)
 	case api.OpPutStart:
-		var req api.PutStartRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		out := s.opPutStart(req, now)
-		resp, code = out, out.ErrorCode
-	case api.OpPutEnd, api.OpPutRevoke, api.OpGetReplicaList, api.OpRemove:
-		var req api.KeyRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		switch op {
-		case api.OpPutEnd:
-			out := s.opPutEnd(req, now)
-			resp, code = out, out.ErrorCode
-		case api.OpPutRevoke:
-			out := s.opPutRevoke(req)
-			resp, code = out, out.ErrorCode
-		case api.OpGetReplicaList:
-			out := s.opGetReplicaList(req, now)
-			resp, code = out, out.ErrorCode
-		default:
-			out := s.opRemove(req, now)
-			resp, code = out, out.ErrorCode
-		}
+		runOp(s, x, op, body, s.opPutStart)
+	case api.OpPutEnd:
+		runOp(s, x, op, body, s.opPutEnd)
+	case api.OpPutRevoke:
+		runOp(s, x, op, body, func(req api.KeyRequest, _ time.Time) api.Result { return s.opPutRevoke(req) })
+	case api.OpGetReplicaList:
+		runOp(s, x, op, body, s.opGetReplicaList)
+	case api.OpRemove:
+		runOp(s, x, op, body, s.opRemove)
 	case api.OpRemoveAll:
-		var req api.RemoveAllRequest
-		if !decode(&req) {
-			s.mu.Unlock()
-			return
-		}
-		out := s.opRemoveAll(req, now)
-		resp, code = out, out.ErrorCode
+		runOp(s, x, op, body, s.opRemoveAll)
 	}
+}
+
+// runOp decodes a master operation's request — before taking the server's lock, which a slow or
+// malformed body must not hold up — then runs the operation under the lock at the store clock's
+// now, and answers HTTP 200 with its result and error code.
+func runOp[Req any, Resp interface{ ErrCode() api.Code }](s *Server, x *exchange, op string, body []byte, run func(Req, time.Time) Resp) {
+	var req Req
+	if err := decodeStrict(body, &req); err != nil {
+		writeMasterError(x, http.StatusBadRequest, fmt.Sprintf("decode %s request: %v", op, err))
+		return
+	}
+	s.mu.Lock()
+	resp := run(req, s.clock.Now())
 	s.mu.Unlock()
-	x.code = code
+	x.code = resp.ErrCode()
 	writeJSON(x, http.StatusOK, resp)
 }

@@ -72,6 +72,10 @@ type Result struct {
 	Message string `json:"message,omitempty"`
 }
 
+// ErrCode is the operation's error code (OK on success). Every master response embeds Result, so
+// the server answers any of them through one path.
+func (r Result) ErrCode() Code { return r.ErrorCode }
+
 // Err returns nil for OK, a *CodeError otherwise.
 func (r Result) Err(op string) error {
 	if r.ErrorCode == OK {
