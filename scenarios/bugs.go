@@ -43,19 +43,9 @@ func BugLabel(ref string) string { return "bug:" + ref }
 
 // bugs reads the optional `bugs:` list: each entry a valid reference, each once.
 func (p *parser) bugs(s *Scenario, v *yaml.Node) {
-	if !p.usable(v, "bugs") {
-		return
-	}
-	if v.Kind != yaml.SequenceNode {
-		p.errorf(v, "bugs", "want a list of bug references like [vllm#48061], got %s", describe(v))
-		return
-	}
-	if len(v.Content) == 0 {
-		p.errorf(v, "bugs", "is empty: name the bugs the scenario reproduces, or leave bugs out")
-		return
-	}
+	items := p.list(v, "bugs", "a list of bug references like [vllm#48061]", "name the bugs the scenario reproduces, or leave bugs out")
 	seen := map[string]int{}
-	for i, bv := range v.Content {
+	for i, bv := range items {
 		path := fmt.Sprintf("bugs[%d]", i)
 		ref, ok := p.str(bv, path)
 		if !ok {

@@ -173,6 +173,24 @@ func (p *parser) usable(n *yaml.Node, path string) bool {
 	return true
 }
 
+// list returns the items of the non-empty YAML list at path, or nil once it has reported why there
+// are none: an alias or merge key, a value that is not a list (want says what was expected), or an
+// empty list (empty says why one item at least is needed).
+func (p *parser) list(v *yaml.Node, path, want, empty string) []*yaml.Node {
+	if !p.usable(v, path) {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		p.errorf(v, path, "want %s, got %s", want, describe(v))
+		return nil
+	}
+	if len(v.Content) == 0 {
+		p.errorf(v, path, "is empty: %s", empty)
+		return nil
+	}
+	return v.Content
+}
+
 func (p *parser) scenario(s *Scenario, root *yaml.Node) {
 	top := p.mapping(root, "", "name", "description", "bugs", "profile", "model", "gpus_per_node", "env", "nodes", "store", "expect")
 	if top == nil {
@@ -299,19 +317,9 @@ func moeWord(moe bool) string {
 }
 
 func (p *parser) nodes(s *Scenario, v *yaml.Node) {
-	if !p.usable(v, "nodes") {
-		return
-	}
-	if v.Kind != yaml.SequenceNode {
-		p.errorf(v, "nodes", "want a list of nodes, got %s", describe(v))
-		return
-	}
-	if len(v.Content) == 0 {
-		p.errorf(v, "nodes", "is empty: a deployment has at least one node")
-		return
-	}
+	items := p.list(v, "nodes", "a list of nodes", "a deployment has at least one node")
 	hosts := map[string]int{}
-	for i, nv := range v.Content {
+	for i, nv := range items {
 		path := fmt.Sprintf("nodes[%d]", i)
 		m := p.mapping(nv, path, "host", "gpus", "env", "commands", "command")
 		if m == nil {
@@ -354,18 +362,7 @@ func (p *parser) commands(n *Node, nv *yaml.Node, m *fields, path string) {
 			n.Commands, n.CommandLines, n.viaCommand = []string{c}, []int{one.value.Line}, true
 		}
 	case hasMany:
-		if !p.usable(many.value, path+".commands") {
-			return
-		}
-		if many.value.Kind != yaml.SequenceNode {
-			p.errorf(many.value, path+".commands", "want a list of vllm serve lines, got %s", describe(many.value))
-			return
-		}
-		if len(many.value.Content) == 0 {
-			p.errorf(many.value, path+".commands", "is empty: give at least one vllm serve line")
-			return
-		}
-		for j, cv := range many.value.Content {
+		for j, cv := range p.list(many.value, path+".commands", "a list of vllm serve lines", "give at least one vllm serve line") {
 			if c, ok := p.str(cv, fmt.Sprintf("%s.commands[%d]", path, j)); ok {
 				n.Commands = append(n.Commands, c)
 				n.CommandLines = append(n.CommandLines, cv.Line)
