@@ -10,6 +10,7 @@ import (
 
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/report/htmlreport"
 	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
 )
@@ -21,13 +22,14 @@ checks find in that prediction. The exit code compares the predicted violation k
 scenario's expect: 0 equal, 1 different, 2 bad input.
 
 --profile overrides the file's profile: a name (main, pre-48061) or base,change=value,...
-(main,mooncake_dp_index=legacy).`
+(main,mooncake_dp_index=legacy). --html FILE also writes the prediction as a self-contained HTML
+page (the picture of widetp report).`
 
 func init() {
 	register(&command{
 		name:    "explain",
 		summary: "print every process's predicted identity and the violations (no containers)",
-		usage:   "explain FILE [--profile P] [--json]",
+		usage:   "explain FILE [--profile P] [--json] [--html FILE]",
 		run:     explain,
 	})
 }
@@ -48,6 +50,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet(c, explainDescription+"\n\n"+profileHelp())
 	profile := fs.String("profile", "", "model the scenario under this `profile` instead of the file's: a name, or base,change=value,...")
 	asJSON := fs.Bool("json", false, "print one JSON report object instead of tables")
+	htmlOut := fs.String("html", "", "also write the prediction as a self-contained HTML page to `FILE`")
 	pos, done, code := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -104,6 +107,12 @@ func explain(args []string, stdout, stderr io.Writer) int {
 	got := report.KindSet(violations)
 	match := slices.Equal(got, rep.Expected)
 
+	if *htmlOut != "" {
+		if err := htmlreport.WriteFile(*htmlOut, htmlreport.FromReport(rep)); err != nil {
+			fmt.Fprintf(stderr, "widetp explain: --html: %v\n", err)
+			return exitInfra
+		}
+	}
 	if *asJSON {
 		// Compact: a 64-node report is ~1,100 records, and indenting it costs as much as predicting
 		// it (the explain benchmark's budget is 10 ms); `jq .` indents for a reader.
