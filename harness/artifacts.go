@@ -8,13 +8,15 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/widetp/widetp/report/htmlreport"
 )
 
-// Artifact file names under each host's directory.
+// Artifact file names under each host's directory (htmlreport links them, so the names are its).
 const (
-	ArtifactLogs    = "logs.txt"
-	ArtifactInspect = "inspect.json"
-	ArtifactIPCDir  = "ipc.json"
+	ArtifactLogs    = htmlreport.ArtifactLogs
+	ArtifactInspect = htmlreport.ArtifactInspect
+	ArtifactIPCDir  = htmlreport.ArtifactIPCDir
 )
 
 // WriteArtifacts writes what a run leaves for a human into dir: for every host, <host>/logs.txt,

@@ -15,6 +15,7 @@ import (
 	"github.com/widetp/widetp/fakestore/api"
 	"github.com/widetp/widetp/fakestore/client"
 	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/report/htmlreport"
 	"github.com/widetp/widetp/scenarios"
 )
 
@@ -409,17 +410,19 @@ func digitRun(s string) int {
 	return n
 }
 
-// Artifact file names at the top of an artifacts directory.
+// Artifact file names at the top of an artifacts directory (htmlreport reads the directory, so
+// the names are its).
 const (
-	ArtifactReport   = "report.json"
-	ArtifactSnapshot = "store-snapshot.json"
+	ArtifactReport   = htmlreport.ArtifactReport
+	ArtifactSnapshot = htmlreport.ArtifactSnapshot
 )
 
 // WriteArtifacts writes what a human needs to see why a run went as it did into dir: rep as
 // report.json (when given), the store's snapshot (every record, registration, event and node
 // status), and for every host its logs, the runtime's inspect output and its ipc directory's
-// listing (WriteArtifacts of the runtime). Call it before Close: Close removes the hosts. What
-// cannot be had costs only its own file; the error names each.
+// listing (WriteArtifacts of the runtime), then report.html: rep as a page linking all of them.
+// Call it before Close: Close removes the hosts. What cannot be had costs only its own file; the
+// error names each.
 func (c *Cluster) WriteArtifacts(ctx context.Context, dir string, rep *report.Report) error {
 	extra := map[string][]byte{}
 	var errs []error
@@ -444,6 +447,10 @@ func (c *Cluster) WriteArtifacts(ctx context.Context, dir string, rep *report.Re
 		}
 	}
 	errs = append(errs, WriteArtifacts(ctx, c.rt, dir, extra))
+	if rep != nil {
+		// The page last: it links the files written above (widetp report renders the same).
+		errs = append(errs, htmlreport.WriteDir(dir, *rep))
+	}
 	return errors.Join(errs...)
 }
 
