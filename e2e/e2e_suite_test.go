@@ -111,9 +111,10 @@ type run struct {
 	report  report.Report
 }
 
-// runScenario runs s on the runtime called rt to its report. The cluster's teardown is the
-// spec's cleanup, and when the spec fails its artifacts (logs, store snapshot, report, inspect,
-// ipc listings) go to artifacts/e2e/<scenario>-<runtime>-<run id> first.
+// runScenario runs s on the runtime called rt to its report, which it records as report.json and
+// report.html in artifacts/e2e/<scenario>-<runtime>-<run id> (recordReport). The cluster's
+// teardown is the spec's cleanup, and when the spec fails its artifacts (logs, store snapshot,
+// inspect, ipc listings, and the report again, linking them) go to that directory first.
 func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
 	GinkgoHelper()
 	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithModuleRoot(moduleRoot), harness.WithProgress(GinkgoWriter))
@@ -124,6 +125,7 @@ func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
 		Expect(err).NotTo(HaveOccurred())
 	}
 	r := &run{cluster: c}
+	dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+runtime.RunID())
 	// Cleanups run last-registered first: artifacts before the teardown removes the hosts.
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(c.Close(ctx)).To(Succeed(), "tear down run %s", runtime.RunID())
@@ -132,7 +134,6 @@ func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
 		if !CurrentSpecReport().Failed() {
 			return
 		}
-		dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+runtime.RunID())
 		var rep *report.Report
 		if r.report.Scenario != "" {
 			rep = &r.report
@@ -146,6 +147,7 @@ func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
 	Expect(c.Settle(ctx)).To(Succeed(), "settle %s on %s", s.Name, rt)
 	r.report, err = c.Report(ctx)
 	Expect(err).NotTo(HaveOccurred())
+	recordReport(dir, r.report)
 	return r
 }
 

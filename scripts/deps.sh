@@ -1,20 +1,35 @@
 #!/usr/bin/env bash
 # Installs what building and testing widetp needs on a fresh Debian machine: libzmq (cgo, for
-# github.com/pebbe/zmq4), pkg-config, and Debian's python3-zmq (the lookup wire-format tests talk to
-# the Go server with pyzmq, the library vLLM itself uses). Idempotent: does nothing when all is there.
+# github.com/pebbe/zmq4), pkg-config, Debian's python3-zmq (the lookup wire-format tests talk to
+# the Go server with pyzmq, the library vLLM itself uses) and Debian's chromium (the HTML report's
+# browser tests and benchmark open it headless). Idempotent: does nothing when all is there.
 set -euo pipefail
 need=()
 pkg-config --exists libzmq 2>/dev/null || need+=(libzmq3-dev pkg-config)
 /usr/bin/python3 -c 'import zmq' 2>/dev/null || need+=(python3-zmq)
 command -v gcc >/dev/null || need+=(gcc)
-if [ ${#need[@]} -eq 0 ]; then
+# Chromium is wanted, not needed: where it cannot be installed, the browser specs skip and say why.
+want=()
+command -v chromium >/dev/null || want+=(chromium)
+if [ ${#need[@]} -eq 0 ] && [ ${#want[@]} -eq 0 ]; then
+  exit 0
+fi
+if [ ${#need[@]} -eq 0 ] && [ "$(id -u)" -ne 0 ]; then
+  echo "widetp: no chromium (sudo apt-get install chromium): the HTML report's browser tests will skip" >&2
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
   echo "widetp needs these Debian packages: ${need[*]} (run as root, or: sudo apt-get install ${need[*]})" >&2
   exit 1
 fi
-echo "installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}" >&2
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+if [ ${#want[@]} -gt 0 ]; then
+  echo "installing ${want[*]}" >&2
+  apt-get install -y -qq --no-install-recommends "${want[@]}" >/dev/null ||
+    echo "widetp: could not install ${want[*]}: the HTML report's browser tests will skip" >&2
+fi
