@@ -145,7 +145,7 @@ var _ = Describe("the HTML report", Label("report", "browser"), func() {
 		Expect(badges).To(Equal(len(crashed)))
 		findings, err := browser.Eval[string](ctx, br, `document.querySelector("ul.findings").innerText`)
 		Expect(err).NotTo(HaveOccurred())
-		Expect(findings).To(ContainSubstring("on r1-head use Mooncake DP index 0, but their replica's global DP index is 1"))
+		Expect(findings).To(ContainSubstring("on r1-head use Mooncake DP index 0, but their replica r0-head:29500/dp1 has global DP index 1"))
 		Expect(findings).To(MatchRegexp(`on r0-follower, r1-follower crashed: AssertionError`))
 
 		// Clicking a disagreeing rank shows its record and filters the table to it.

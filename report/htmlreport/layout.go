@@ -60,8 +60,9 @@ type hostBox struct {
 	geom
 }
 
-// row is one line of a host: a non-worker process at its depth in the process tree, then its
-// workers in rank order (or, for workers whose parent did not report, the workers alone).
+// row is one line of a host: a non-worker process at its depth in the process tree (with its only
+// child when it has one and no workers, and so on down the chain), then the workers of the last
+// in rank order; or, for workers whose parent did not report, the workers alone.
 type row struct {
 	depth  int
 	glyphs []*glyph
@@ -250,7 +251,8 @@ func optKey(p *int) int {
 }
 
 // buildHost lays a host's processes out as rows: a depth-first walk of the process tree from the
-// processes whose parent is not on the host, each non-worker followed on its row by its workers.
+// processes whose parent is not on the host, each non-worker followed on its row by its workers
+// (or its only child).
 func (t *topology) buildHost(name string, idx []int, violations []report.Violation, collapse bool) *hostBox {
 	hb := &hostBox{name: name}
 	first := map[string]int{} // ID -> index of its first record on this host
@@ -283,20 +285,30 @@ func (t *topology) buildHost(name string, idx []int, violations []report.Violati
 		if seen[i] {
 			return
 		}
-		seen[i] = true
-		r := &row{depth: depth, glyphs: []*glyph{t.single(i, labels)}}
+		r := &row{depth: depth}
 		hb.rows = append(hb.rows, r)
-		var workers, others []int
-		for _, c := range children[i] {
-			if t.procs[c].Role == report.RoleWorker && len(children[c]) == 0 {
-				workers = append(workers, c)
-			} else {
-				others = append(others, c)
+		// A launcher with one child and no workers (an API server and its engine core, a DP
+		// supervisor's front end) shares its row with the child: the chain reads left to right.
+		for {
+			seen[i] = true
+			r.glyphs = append(r.glyphs, t.single(i, labels))
+			var workers, others []int
+			for _, c := range children[i] {
+				if t.procs[c].Role == report.RoleWorker && len(children[c]) == 0 {
+					workers = append(workers, c)
+				} else if !seen[c] {
+					others = append(others, c)
+				}
 			}
-		}
-		r.glyphs = append(r.glyphs, t.workerGlyphs(workers, seen, collapse)...)
-		for _, c := range others {
-			walk(c, depth+1)
+			if len(workers) == 0 && len(others) == 1 {
+				i = others[0]
+				continue
+			}
+			r.glyphs = append(r.glyphs, t.workerGlyphs(workers, seen, collapse)...)
+			for _, c := range others {
+				walk(c, depth+1)
+			}
+			return
 		}
 	}
 	// Top-level workers (their parent left no record on this host) share one row.

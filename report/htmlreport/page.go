@@ -360,11 +360,12 @@ func hostList(hosts []string) string {
 func findings(t *topology, violations []report.Violation) []finding {
 	var out []finding
 	type agg struct {
-		count   int
-		hosts   []string
-		indices []int
+		count    int
+		hosts    []string
+		indices  []int
+		replicas []string
 	}
-	add := func(m map[string]*agg, order *[]string, key, host string, index int, known bool) {
+	add := func(m map[string]*agg, order *[]string, key, host string, f *facts) {
 		a := m[key]
 		if a == nil {
 			a = &agg{}
@@ -375,8 +376,14 @@ func findings(t *topology, violations []report.Violation) []finding {
 		if !contains(a.hosts, host) {
 			a.hosts = append(a.hosts, host)
 		}
-		if known && !slices.Contains(a.indices, index) {
-			a.indices = append(a.indices, index)
+		if f == nil {
+			return
+		}
+		if f.indexKnown && !slices.Contains(a.indices, f.index) {
+			a.indices = append(a.indices, f.index)
+		}
+		if !contains(a.replicas, f.replica) {
+			a.replicas = append(a.replicas, f.replica)
 		}
 	}
 	mism, crash := map[string]*agg{}, map[string]*agg{}
@@ -386,10 +393,10 @@ func findings(t *topology, violations []report.Violation) []finding {
 		p := &t.procs[i]
 		f := &t.facts[i]
 		if f.mismatch {
-			add(mism, &mismOrder, optText(p.MooncakeDPIndex), p.Host, f.index, f.indexKnown)
+			add(mism, &mismOrder, optText(p.MooncakeDPIndex), p.Host, f)
 		}
 		if p.Crashed() {
-			add(crash, &crashOrder, exitText(p.Exit), p.Host, 0, false)
+			add(crash, &crashOrder, exitText(p.Exit), p.Host, nil)
 		}
 	}
 	for _, k := range mismOrder {
@@ -400,7 +407,9 @@ func findings(t *topology, violations []report.Violation) []finding {
 			idx = ranges(a.indices)
 		}
 		whose := "their replica's global DP index is"
-		if len(a.indices) > 1 {
+		if len(a.replicas) == 1 {
+			whose = "their replica " + a.replicas[0] + " has global DP index"
+		} else if len(a.indices) > 1 {
 			whose = "their replicas' global DP indices are"
 		}
 		out = append(out, finding{Class: "bad", Text: fmt.Sprintf("≠ %s on %s use%s Mooncake DP index %s, but %s %s",

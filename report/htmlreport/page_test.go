@@ -276,7 +276,7 @@ func TestWriteDir(t *testing.T) {
 func TestFindings48061(t *testing.T) {
 	out := render(t, FromReport(predicted(t, buggy48061)))
 	for _, want := range []string{
-		"9 processes on r1-head use Mooncake DP index 0, but their replica&#39;s global DP index is 1",
+		"9 processes on r1-head use Mooncake DP index 0, but their replica r0-head:29500/dp1 has global DP index 1",
 		"16 processes on r0-follower, r1-follower crashed: AssertionError",
 		`<code class="kind">process-crashed</code> <span class="count">18</span>`,
 		`<code class="kind">dp-index-mismatch</code> <span class="count">9</span>`,

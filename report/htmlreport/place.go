@@ -115,12 +115,12 @@ func placeHost(h *hostBox) {
 	y := float64(hostHeadH + rowGap)
 	for _, r := range h.rows {
 		x := float64(hostPad + r.depth*indent)
-		for i, g := range r.glyphs {
+		for _, g := range r.glyphs {
 			g.w = glyphWidth(g)
 			g.h = glyphH
 			g.x, g.y = x, y
 			x += g.w + glyphGap
-			if i == 0 && !g.worker {
+			if !g.worker {
 				x += stripGap - glyphGap
 			}
 		}

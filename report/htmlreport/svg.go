@@ -197,7 +197,8 @@ func (t *topology) drawHost(w *svgWriter, h *hostBox, o pictureOptions) {
 }
 
 // drawRings circles in red each stretch of a row's glyphs that disagree with their replica on the
-// DP index: one ring a stretch, so that eight disagreeing ranks read as one group.
+// DP index: one ring a stretch, so that eight disagreeing ranks read as one group. Launchers and
+// engines get a ring each: they are distinct levels of the process tree.
 func drawRings(w *svgWriter, r *row) {
 	for i := 0; i < len(r.glyphs); {
 		if !r.glyphs[i].mismatch {
@@ -205,10 +206,8 @@ func drawRings(w *svgWriter, r *row) {
 			continue
 		}
 		j := i
-		// A launcher or engine (a row's first glyph) gets a ring of its own: its workers are the
-		// next level of the process tree.
-		if i > 0 || r.glyphs[0].worker {
-			for j+1 < len(r.glyphs) && r.glyphs[j+1].mismatch {
+		if r.glyphs[i].worker {
+			for j+1 < len(r.glyphs) && r.glyphs[j+1].mismatch && r.glyphs[j+1].worker {
 				j++
 			}
 		}
