@@ -258,7 +258,9 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// The index: a page beside the JUnit report that links every spec's report.html.
+// The index: a page beside the JUnit report (in Ginkgo's --output-dir; the CLI merges the suite's
+// JUnit file there under its final name after the suite, so the page does not link it) that links
+// every spec's report.html, failed specs first.
 var _ = ReportAfterSuite("an index of the specs' HTML reports", func(r Report) {
 	_, rc := GinkgoConfiguration()
 	dir := filepath.Dir(artifactsDir())
@@ -291,15 +293,23 @@ var _ = ReportAfterSuite("an index of the specs' HTML reports", func(r Report) {
 		}
 		rows = append(rows, rw)
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Failed && !rows[j].Failed })
+	// Failed specs first, then those with a report, then the rest (skipped ones last).
+	rank := func(r row) int {
+		switch {
+		case r.Failed:
+			return 0
+		case len(r.Links) > 0:
+			return 1
+		case r.State == types.SpecStateSkipped.String():
+			return 3
+		}
+		return 2
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return rank(rows[i]) < rank(rows[j]) })
 	f, err := os.Create(filepath.Join(dir, "index.html"))
 	Expect(err).NotTo(HaveOccurred())
 	defer f.Close()
-	junit := ""
-	if rc.JUnitReport != "" {
-		junit = filepath.Base(rc.JUnitReport)
-	}
-	Expect(indexPage.Execute(f, map[string]any{"Suite": r.SuiteDescription, "Rows": rows, "JUnit": junit,
+	Expect(indexPage.Execute(f, map[string]any{"Suite": r.SuiteDescription, "Rows": rows,
 		"Start": r.StartTime.Format(time.RFC3339), "Passed": r.SuiteSucceeded})).To(Succeed())
 	fmt.Fprintf(GinkgoWriter, "index of the HTML reports: %s\n", filepath.Join(dir, "index.html"))
 })
@@ -311,7 +321,6 @@ var indexPage = template.Must(template.New("index").Parse(`<!DOCTYPE html>
 <style>body{font:13px/1.45 system-ui,sans-serif;margin:16px 20px}table{border-collapse:collapse}td,th{text-align:left;padding:3px 8px;border-bottom:1px solid #e4e6ea}.failed{color:#d50000;font-weight:600}</style>
 </head><body>
 <h1>{{.Suite}} <small>{{if .Passed}}passed{{else}}<span class="failed">failed</span>{{end}} · {{.Start}}</small></h1>
-{{if .JUnit}}<p>JUnit report: <a href="{{.JUnit}}">{{.JUnit}}</a></p>{{end}}
 <table><thead><tr><th>spec</th><th>state</th><th>time</th><th>report</th></tr></thead><tbody>
 {{range .Rows}}<tr><td>{{.Spec}}</td><td{{if .Failed}} class="failed"{{end}}>{{.State}}</td><td>{{.Duration}}</td><td>{{range .Links}}<a href="{{.}}">report.html</a> {{end}}</td></tr>
 {{end}}</tbody></table></body></html>
