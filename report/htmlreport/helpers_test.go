@@ -80,9 +80,10 @@ type svgPicture struct {
 }
 
 type drawnEdge struct {
-	host      string
-	misrouted bool
-	title     string
+	host       string
+	misrouted  bool
+	unanswered bool
+	title      string
 }
 
 // parseSVG reads a picture back with a real XML parser: the markup must be well-formed, and the
@@ -138,7 +139,7 @@ func parseSVG(tb testing.TB, svg string) svgPicture {
 			case el.Name.Local == "rect" && classes["ring"]:
 				pic.rings++
 			case el.Name.Local == "path" && classes["edge"]:
-				curEdge = &drawnEdge{host: host, misrouted: classes["misrouted"]}
+				curEdge = &drawnEdge{host: host, misrouted: classes["misrouted"], unanswered: classes["unanswered"]}
 			case el.Name.Local == "title":
 				inTitle = true
 			case el.Name.Local == "text" && classes["count"] && cur != nil:

@@ -78,7 +78,6 @@ type glyph struct {
 	fill, outline *int
 	mismatch      bool
 	crashed       bool
-	exitText      string
 	server        bool // binds a lookup server
 	client        bool // connects a lookup client
 	// flagged: named by a violation other than a crash or a DP index mismatch (which have their
@@ -91,9 +90,11 @@ func (g *glyph) run() bool { return len(g.members) > 1 }
 
 // edge is a lookup: from the client to the server that answered it.
 type edge struct {
-	from, to  *glyph // to is nil when the answering server left no record
+	from, to  *glyph // to is nil when the answering server left no record, or nothing answered
 	misrouted bool
-	title     string
+	// unanswered: the lookup got no answer (lookup-unreachable).
+	unanswered bool
+	title      string
 }
 
 // note is a line of text under a host or a band; class picks its colour ("bad", "warn", "").
@@ -371,7 +372,7 @@ func (t *topology) single(i int, l labeler) *glyph {
 func (t *topology) glyphOf(members []int) *glyph {
 	p, f := &t.procs[members[0]], &t.facts[members[0]]
 	g := &glyph{members: members, fill: p.MooncakeDPIndex, mismatch: f.mismatch, crashed: p.Crashed(),
-		exitText: exitText(p.Exit), server: p.LookupRole == report.LookupServer, client: p.LookupRole == report.LookupClient}
+		server: p.LookupRole == report.LookupServer, client: p.LookupRole == report.LookupClient}
 	if f.indexKnown {
 		g.outline = report.Int(f.index)
 	}
@@ -456,6 +457,11 @@ func (t *topology) hostEdges(hb *hostBox) {
 		for _, g := range r.glyphs {
 			for _, m := range g.members {
 				p := &t.procs[m]
+				if p.Lookup != nil && p.Lookup.ServedBy == "" && p.Lookup.Error != "" {
+					hb.edges = append(hb.edges, edge{from: g, unanswered: true,
+						title: fmt.Sprintf("%s's lookup at %s got no answer: %s", p.ID, p.LookupPath, p.Lookup.Error)})
+					continue
+				}
 				if p.Lookup == nil || p.Lookup.ServedBy == "" {
 					continue
 				}

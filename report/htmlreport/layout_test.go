@@ -220,6 +220,14 @@ func TestLookupEdgesAndMisroutes(t *testing.T) {
 	if len(pic.edges) != 1 || !pic.edges[0].misrouted || !strings.Contains(pic.edges[0].title, "h/9/gone") {
 		t.Errorf("edges %+v, want one red edge naming h/9/gone", pic.edges)
 	}
+
+	// No answer at all (lookup-unreachable): a red stub saying so.
+	procs[0].Lookup = &report.Lookup{Error: "timeout after 2s"}
+	rep = report.Report{Processes: procs, Violations: check.Run(procs)}
+	_, pic = picture(t, rep, false)
+	if len(pic.edges) != 1 || !pic.edges[0].unanswered || pic.edges[0].misrouted || !strings.Contains(pic.edges[0].title, "no answer: timeout after 2s") {
+		t.Errorf("edges %+v, want one unanswered stub", pic.edges)
+	}
 }
 
 // Folding keeps every count right at 64 nodes: the folded runs hold every worker once, their

@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// Colours. The palette is for DP indices (index mod its length; the number is written where it
-// fits, so a repeated colour is never the only clue); red is kept for what is wrong.
+// Colours. The palette is for DP indices (index mod its length: past ten replicas colours repeat,
+// and the numbers are in the band headers, the notes, the tooltips and the table); red is kept for
+// what is wrong.
 var palette = []string{"#3366cc", "#e67300", "#2ca02c", "#8e44ad", "#0e8c8c", "#b8860b", "#c2185b", "#6d4c41", "#546e7a", "#558b2f"}
 
 const (
@@ -302,7 +303,7 @@ func (t *topology) drawGlyph(w *svgWriter, g *glyph) {
 func (w *svgWriter) drawEdge(e edge) {
 	x1, y1 := e.from.x+e.from.w/2, e.from.y
 	colour, width, marker := "#555", 1.3, "arrow"
-	if e.misrouted {
+	if e.misrouted || e.unanswered {
 		colour, width, marker = colourBad, 2.4, "arrow-bad"
 	}
 	var d string
@@ -324,18 +325,30 @@ func (w *svgWriter) drawEdge(e edge) {
 		d = fmt.Sprintf("M%s %s C%s %s %s %s %s %s", num(x1), num(y1), num(x1), num(mid), num(x2), num(mid), num(x2), num(y2+2))
 	}
 	class := "edge"
-	if e.misrouted {
+	switch {
+	case e.misrouted:
 		class += " misrouted"
+	case e.unanswered:
+		class += " unanswered"
 	}
 	w.raw("<path")
 	w.attr("class", class)
 	w.attr("d", d)
-	w.printf(` fill="none" stroke="%s" stroke-width="%s" marker-end="url(#%s-%s)">`, colour, num(width), w.id, marker)
+	w.printf(` fill="none" stroke="%s" stroke-width="%s"`, colour, num(width))
+	if e.unanswered {
+		w.raw(` stroke-dasharray="3 2">`)
+	} else {
+		w.printf(` marker-end="url(#%s-%s)">`, w.id, marker)
+	}
 	w.raw("<title>")
 	w.text(e.title)
 	w.raw("</title></path>")
 	if e.to == nil {
-		w.printf(`<text x="%s" y="%s" font-size="12" font-weight="700" fill="%s">?</text>`, num(x1+13), num(y1-10), colourBad)
+		mark := "?" // an answer from a process that left no record
+		if e.unanswered {
+			mark = "✖" // no answer at all
+		}
+		w.printf(`<text x="%s" y="%s" font-size="12" font-weight="700" fill="%s">%s</text>`, num(x1+13), num(y1-10), colourBad, mark)
 	}
 }
 
