@@ -228,13 +228,72 @@ func TestHeadlessRankCheck(t *testing.T) {
 	}
 }
 
+// TestStartRankZero encodes PR #47692 (issue #47691; vllm/engine/arg_utils.py create_engine_config):
+// `--data-parallel-start-rank 0` used to be read by a truthiness test, so 0 was no start rank: the
+// node inferred no hybrid LB and took the rank inferred from --node-rank. Since the fix 0 is a start
+// rank like any other (vLLM's own test_data_parallel_start_rank_zero_infers_hybrid_lb is the first
+// row). The API server's create_engine_config decides every row; headless nodes never infer hybrid.
+func TestStartRankZero(t *testing.T) {
+	rows := []struct {
+		name, cmd string
+		// id is the process whose config the row reads.
+		id string
+		// per profile value: local_engines_only and data_parallel_rank
+		unsetLEO, setLEO   bool
+		unsetRank, setRank int
+	}{
+		{"-dp 4 -dpl 2 -dpr 0: hybrid LB since the fix", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 0",
+			"h/0/api-server-0", false, true, 0, 0},
+		{"-dp 2 -dpl 1 -dpr 0: hybrid with one local engine switches to external LB", "vllm serve org/M -dp 2 -dpl 1 --data-parallel-start-rank 0",
+			"h/0/api-server-0", false, true, 0, 0},
+		{"-dpr 0 on a single-node deployment (-dpl = -dp): hybrid is turned off again", "vllm serve org/M -dp 2 -dpl 2 --data-parallel-start-rank 0",
+			"h/0/api-server-0", false, false, 0, 0},
+		{"--nnodes with -dpr 0 on node 1: the start rank beats the inferred one", "vllm serve org/M -tp 8 -dp 2 --nnodes 2 --node-rank 1 --master-addr h --data-parallel-start-rank 0 --headless",
+			"h/0/headless-0", false, false, 1, 0},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				value string
+				leo   bool
+				rank  int
+			}{{StartRankZeroUnset, r.unsetLEO, r.unsetRank}, {StartRankZeroSet, r.setLEO, r.setRank}} {
+				pc := parallelConfigOf(t, r.cmd, strings.HasSuffix(r.id, "headless-0"), "main+start_rank_zero="+tc.value)
+				if pc.LocalEnginesOnly() != tc.leo || pc.DataParallelRank != tc.rank {
+					t.Errorf("start_rank_zero=%s: local_engines_only %v rank %d, want %v %d (external %v hybrid %v)",
+						tc.value, pc.LocalEnginesOnly(), pc.DataParallelRank, tc.leo, tc.rank, pc.ExternalLB, pc.HybridLB)
+				}
+			}
+		})
+	}
+}
+
+// parallelConfigOf runs create_engine_config on one command line (MoE model, 8 GPUs).
+func parallelConfigOf(t *testing.T, line string, headless bool, profile string) *ParallelConfig {
+	t.Helper()
+	args, err := ParseServe(line)
+	if err != nil {
+		t.Fatalf("parse %q: %v", line, err)
+	}
+	env, err := readEnv(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := createEngineConfig(engineConfigInput{args: args, headless: headless, moe: true,
+		profile: profileOf(t, profile), env: env, gpus: 8, hostIP: "h", apiProcessCount: 1})
+	if err != nil {
+		t.Fatalf("create_engine_config(%q): %v", line, err)
+	}
+	return pc
+}
+
 // TestProfiles: named profiles, the map form, and errors that name the unknown part.
 func TestProfiles(t *testing.T) {
 	m, err := ProfileNamed("main")
 	if err != nil || m.MooncakeDPIndex != MooncakeDPIndexGlobal || m.NNodesWithinDP != NNodesWithinDPClamp ||
 		m.EngineIDDPSuffix != EngineIDSuffixGlobal || m.DenseExternalDP != DenseExternalDPReject ||
 		m.EngineIDSync != EngineIDSyncTPPP || m.ExternalLBRank != ExternalLBRankExplicit ||
-		m.HeadlessRankCheck != HeadlessRankCheckNone {
+		m.HeadlessRankCheck != HeadlessRankCheckNone || m.StartRankZero != StartRankZeroSet {
 		t.Errorf("main = %+v, %v", m, err)
 	}
 	pre, err := ProfileNamed("pre-48061")

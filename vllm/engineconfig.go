@@ -85,7 +85,10 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		hybridLB = false
 	case dpSizeLocal != nil:
 		sizeLocal = *dpSizeLocal
-		if startRank != nil && *startRank != 0 && !in.headless {
+		// Since PR #47692 a start rank of 0 is a start rank (`is not None`); before, the test was
+		// Python truthiness, which reads 0 as none at all (vLLM#47691).
+		startSet := startRank != nil && (*startRank != 0 || in.profile.StartRankZero == StartRankZeroSet)
+		if startSet && !in.headless {
 			hybridLB = true // hybrid LB is inferred from a start rank
 		}
 		if hybridLB && sizeLocal == 1 {
@@ -97,10 +100,10 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		if sizeLocal == D {
 			hybridLB = false
 		}
-		if startRank != nil && *startRank != 0 {
+		if startSet {
 			dpRank = intPtr(*startRank)
 		} else {
-			dpRank = intPtr(inferred)
+			dpRank = intPtr(inferred) // before PR #47692: `start_rank or inferred`
 		}
 	default:
 		if hybridLB {

@@ -26,6 +26,9 @@ type Profile struct {
 	ExternalLBRank string `json:"external_lb_rank"`
 	// HeadlessRankCheck is which DP rank run_headless refuses (PRs #19790, #20398; vLLM#20399).
 	HeadlessRankCheck string `json:"headless_rank_check"`
+	// StartRankZero is whether create_engine_config reads --data-parallel-start-rank 0 as a start
+	// rank or as no start rank at all (PR #47692, vLLM#47691).
+	StartRankZero string `json:"start_rank_zero"`
 }
 
 // Change values. The first value of each Change is the older behaviour.
@@ -52,6 +55,9 @@ const (
 	HeadlessRankCheckDerived = "derived" // parallel_config.data_parallel_rank is not None: always true
 	HeadlessRankCheckRaw     = "raw"     // --data-parallel-rank was given
 	HeadlessRankCheckNone    = "none"    // no check (headless followers of external-LB wide TP pass a rank)
+
+	StartRankZeroUnset = "unset" // `if self.data_parallel_start_rank`: 0 is falsy, so no start rank
+	StartRankZeroSet   = "set"   // `is not None`: 0 infers hybrid LB and is the node's DP rank
 )
 
 // Change is one general rule of vLLM that changed over time, and the values a profile can pin.
@@ -121,6 +127,16 @@ var changes = []Change{
 			"checks the user's --data-parallel-rank; none = vLLM main, where run_headless has no such check " +
 			"(the headless followers of an external-LB wide-TP replica pass --data-parallel-rank)",
 		get: func(p *Profile) *string { return &p.HeadlessRankCheck },
+	},
+	{
+		Name:   "start_rank_zero",
+		Values: []string{StartRankZeroUnset, StartRankZeroSet},
+		Doc: "--data-parallel-start-rank 0 in create_engine_config (vLLM PR #47692, issue #47691): " +
+			"unset = a truthiness test reads 0 as no start rank, so the node infers no hybrid LB and takes " +
+			"the DP rank inferred from --node-rank; set = 0 is a start rank like any other: a non-headless " +
+			"node infers hybrid LB (external LB when its local size is 1), so its engines are " +
+			"local_engines_only and rank 0's front end refuses --headless remote engines",
+		get: func(p *Profile) *string { return &p.StartRankZero },
 	},
 }
 
