@@ -268,6 +268,60 @@ func TestStartRankZero(t *testing.T) {
 	}
 }
 
+// TestDPLaunchChecks encodes PR #49124 (vllm/engine/arg_utils.py create_engine_config): the
+// data-parallel launch-option asserts became ValueErrors with a message per case, prefixed
+// "Invalid data-parallel launch options: " (the headless/hybrid assert stayed an assert). Each row is
+// the API server of one command, with the exception it dies of under each value.
+func TestDPLaunchChecks(t *testing.T) {
+	rows := []struct {
+		name, cmd, assert, value string
+	}{
+		{"headless with hybrid LB (an assert in both)", "vllm serve org/M -dp 4 -dpl 2 -dph --headless",
+			"AssertionError: data_parallel_hybrid_lb is not applicable in headless mode",
+			"AssertionError: data_parallel_hybrid_lb is not applicable in headless mode"},
+		// `vllm serve` refuses two LB modes before create_engine_config (serve.py); the api_server
+		// entry point calls run_server directly.
+		{"hybrid and external LB together", "python -m vllm.entrypoints.openai.api_server --model org/M -dp 4 -dpl 2 --data-parallel-hybrid-lb --data-parallel-external-lb",
+			"AssertionError: data_parallel_hybrid_lb and data_parallel_external_lb cannot both be True.",
+			"ValueError: Invalid data-parallel launch options: `--data-parallel-hybrid-lb` and `--data-parallel-external-lb` cannot be enabled together. Enable only one load-balancing mode."},
+		{"--nnodes with the Ray DP backend", "vllm serve org/M --nnodes 2 -dpb ray",
+			"AssertionError: nnodes > 1 is only supported with data_parallel_backend=mp",
+			"ValueError: Invalid data-parallel launch options: `--nnodes 2` requires `--data-parallel-backend mp`; got `--data-parallel-backend ray`. Use the MP backend or set `--nnodes 1`."},
+		{"--nnodes that does not divide the world", "vllm serve org/M -tp 3 --nnodes 2",
+			"AssertionError: world_size=3 must be divisible by nnodes=2.",
+			"ValueError: Invalid data-parallel launch options: `--nnodes 2` must evenly divide the total world size (3). Adjust `--nnodes`, `--data-parallel-size`, `--pipeline-parallel-size`, or `--tensor-parallel-size`."},
+		{"--node-rank past --nnodes", "vllm serve org/M -tp 2 --nnodes 2 --node-rank 5",
+			"AssertionError: node_rank=5 must be less than nnodes=2.",
+			"ValueError: Invalid data-parallel launch options: `--node-rank` must be between 0 and 1; got `--node-rank 5`. Set it to this node's zero-based index."},
+		{"external LB without a rank", "vllm serve org/M -dp 2 --data-parallel-external-lb",
+			"AssertionError: data_parallel_rank or node_rank must be specified if data_parallel_external_lb is enable.",
+			"ValueError: Invalid data-parallel launch options: `--data-parallel-external-lb` requires a data-parallel rank. Set `--data-parallel-rank`, or set `--data-parallel-size` greater than 1 and use `--nnodes` with `--node-rank` so the rank can be inferred."},
+		{"external LB with a local size", "vllm serve org/M -dp 4 --data-parallel-rank 1 -dpl 2",
+			"AssertionError: data_parallel_size_local must be 1 or None when data_parallel_rank is set",
+			"ValueError: Invalid data-parallel launch options: an external data-parallel rank requires `--data-parallel-size-local 1`; got 2. Set it to 1 or omit it."},
+		{"hybrid LB without a local size", "vllm serve org/M -dp 4 -dph",
+			"AssertionError: data_parallel_size_local must be set to use data_parallel_hybrid_lb.",
+			"ValueError: Invalid data-parallel launch options: `--data-parallel-hybrid-lb` requires `--data-parallel-size-local`. Set it to the number of data-parallel ranks on this node."},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			for value, want := range map[string]string{DPLaunchChecksAssert: r.assert, DPLaunchChecksValueError: r.value} {
+				procs := predict(t, true, "main+dp_launch_checks="+value, node("h", r.cmd))
+				top := procs[0]
+				if len(procs) != 1 || top.Exit == nil || top.Exit.Error != want {
+					t.Errorf("dp_launch_checks=%s: %s (%d processes), want %q", value, exitText(top), len(procs), want)
+				}
+			}
+		})
+	}
+	// --data-parallel-hybrid-lb with --data-parallel-external-lb on a front end: serve.py refuses
+	// two LB modes before create_engine_config sees them.
+	procs := predict(t, true, "main", node("h", "vllm serve org/M -dp 4 -dpl 2 -dph --data-parallel-external-lb"))
+	if p := procs[0]; p.Exit == nil || !strings.HasPrefix(p.Exit.Error, "ValueError: Cannot use more than one data parallel load balancing mode.") {
+		t.Errorf("two LB modes: %s", exitText(p))
+	}
+}
+
 // parallelConfigOf runs create_engine_config on one command line (MoE model, 8 GPUs).
 func parallelConfigOf(t *testing.T, line string, headless bool, profile string) *ParallelConfig {
 	t.Helper()

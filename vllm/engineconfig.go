@@ -1,6 +1,9 @@
 package vllm
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+)
 
 // engineConfigInput is what EngineArgs.create_engine_config reads besides the command line.
 type engineConfigInput struct {
@@ -29,27 +32,40 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 	hybridLB := a.DataParallelHybridLB
 	D, PP, TP := a.DataParallelSize, a.PipelineParallelSize, a.TensorParallelSize
 
+	// Asserts before PR #49124, ValueErrors since (dpLaunchCheck); the headless one stayed an assert.
+	checks := in.profile.DPLaunchChecks
 	if in.headless && hybridLB {
 		return nil, assertionError("data_parallel_hybrid_lb is not applicable in headless mode")
 	}
 	if hybridLB && a.DataParallelExternalLB {
-		return nil, assertionError("data_parallel_hybrid_lb and data_parallel_external_lb cannot both be True.")
+		return nil, dpLaunchCheck(checks, "data_parallel_hybrid_lb and data_parallel_external_lb cannot both be True.",
+			"`--data-parallel-hybrid-lb` and `--data-parallel-external-lb` cannot be enabled together. Enable only one load-balancing mode.")
 	}
-	if a.DataParallelBackend != "mp" && a.NNodes != 1 {
+	if checks == DPLaunchChecksAssert && a.DataParallelBackend != "mp" && a.NNodes != 1 {
 		return nil, assertionError("nnodes > 1 is only supported with data_parallel_backend=mp")
+	}
+	if checks == DPLaunchChecksValueError && a.NNodes > 1 && a.DataParallelBackend != "mp" {
+		return nil, launchOptionsError("`--nnodes %d` requires `--data-parallel-backend mp`; got `--data-parallel-backend %s`. Use the MP backend or set `--nnodes 1`.",
+			a.NNodes, a.DataParallelBackend)
 	}
 	inferred := 0
 	if a.NNodes > 1 {
 		worldSize := D * PP * TP
 		worldSizeWithinDP := PP * TP
-		localWorldSize := worldSize / a.NNodes
 		if worldSize%a.NNodes != 0 {
-			return nil, assertionError("world_size=%d must be divisible by nnodes=%d.", worldSize, a.NNodes)
+			return nil, dpLaunchCheck(checks, fmt.Sprintf("world_size=%d must be divisible by nnodes=%d.", worldSize, a.NNodes),
+				fmt.Sprintf("`--nnodes %d` must evenly divide the total world size (%d). Adjust `--nnodes`, `--data-parallel-size`, `--pipeline-parallel-size`, or `--tensor-parallel-size`.", a.NNodes, worldSize))
 		}
-		if a.NodeRank >= a.NNodes {
-			return nil, assertionError("node_rank=%d must be less than nnodes=%d.", a.NodeRank, a.NNodes)
+		// The assert only bounded node_rank from above; PR #49124 added the lower bound.
+		if a.NodeRank >= a.NNodes || (checks == DPLaunchChecksValueError && a.NodeRank < 0) {
+			return nil, dpLaunchCheck(checks, fmt.Sprintf("node_rank=%d must be less than nnodes=%d.", a.NodeRank, a.NNodes),
+				fmt.Sprintf("`--node-rank` must be between 0 and %d; got `--node-rank %d`. Set it to this node's zero-based index.", a.NNodes-1, a.NodeRank))
 		}
-		inferred = (a.NodeRank * localWorldSize) / worldSizeWithinDP
+		localWorldSize := worldSize / a.NNodes
+		if worldSizeWithinDP == 0 {
+			return nil, zeroDivision
+		}
+		inferred = floorDiv(a.NodeRank*localWorldSize, worldSizeWithinDP)
 		switch {
 		case D > 1 && a.DataParallelExternalLB:
 			if in.profile.ExternalLBRank == ExternalLBRankInfer {
@@ -69,6 +85,9 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		}
 	}
 	externalLB := a.DataParallelExternalLB || dpRank != nil
+	if a.boolFlag("--enable-fault-tolerance") && !externalLB {
+		return nil, valueError("Fault tolerance requires external load balancer mode (--data-parallel-external-lb or --data-parallel-rank). Internal LB mode is not supported.")
+	}
 	if D > 1 && externalLB && !in.moe && in.profile.DenseExternalDP == DenseExternalDPReject {
 		return nil, valueError("Non-MoE models do not support external data parallel mode. For external load balancing, launch independent vLLM instances without --data-parallel-* arguments.")
 	}
@@ -76,10 +95,12 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 	switch {
 	case externalLB:
 		if dpRank == nil {
-			return nil, assertionError("data_parallel_rank or node_rank must be specified if data_parallel_external_lb is enable.")
+			return nil, dpLaunchCheck(checks, "data_parallel_rank or node_rank must be specified if data_parallel_external_lb is enable.",
+				"`--data-parallel-external-lb` requires a data-parallel rank. Set `--data-parallel-rank`, or set `--data-parallel-size` greater than 1 and use `--nnodes` with `--node-rank` so the rank can be inferred.")
 		}
 		if dpSizeLocal != nil && *dpSizeLocal != 1 {
-			return nil, assertionError("data_parallel_size_local must be 1 or None when data_parallel_rank is set")
+			return nil, dpLaunchCheck(checks, "data_parallel_size_local must be 1 or None when data_parallel_rank is set",
+				fmt.Sprintf("an external data-parallel rank requires `--data-parallel-size-local 1`; got %d. Set it to 1 or omit it.", *dpSizeLocal))
 		}
 		sizeLocal = 1
 		hybridLB = false
@@ -107,7 +128,8 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		}
 	default:
 		if hybridLB {
-			return nil, assertionError("data_parallel_size_local must be set to use data_parallel_hybrid_lb.")
+			return nil, dpLaunchCheck(checks, "data_parallel_size_local must be set to use data_parallel_hybrid_lb.",
+				"`--data-parallel-hybrid-lb` requires `--data-parallel-size-local`. Set it to the number of data-parallel ranks on this node.")
 		}
 		if a.DataParallelBackend == "ray" && in.env.rayDPPackStrategy == "span" {
 			sizeLocal = 1 // DP ranks span nodes
@@ -173,6 +195,29 @@ func parallelFeatures(a *ServeArgs, apiProcessCount int) parallelFeatureFlags {
 		}
 	}
 	return f
+}
+
+// dpLaunchCheck is one of create_engine_config's data-parallel launch-option checks: a bare assert
+// with its old message before PR #49124, a ValueError with the actionable message since.
+func dpLaunchCheck(checks, assertMsg, valueMsg string) error {
+	if checks == DPLaunchChecksAssert {
+		return assertionError("%s", assertMsg)
+	}
+	return launchOptionsError("%s", valueMsg)
+}
+
+// launchOptionsError is the ValueError PR #49124 gave every data-parallel launch-option check.
+func launchOptionsError(format string, args ...any) error {
+	return valueError("Invalid data-parallel launch options: "+format, args...)
+}
+
+// floorDiv is Python's // on ints (rounds toward negative infinity, unlike Go's /).
+func floorDiv(a, b int) int {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
 }
 
 func intPtr(v int) *int { return &v }

@@ -277,17 +277,30 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/api-server-0", "num_redundant_experts is set to 32 but EPLB is not enabled."),
 		},
 		{
+			name: "fault tolerance with internal LB is refused", moe: true, profile: "main",
+			source: "vllm/engine/arg_utils.py create_engine_config (fault tolerance requires external LB)",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-fault-tolerance "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: Fault tolerance requires external load balancer mode (--data-parallel-external-lb or --data-parallel-rank). Internal LB mode is not supported."),
+		},
+		{
 			name: "fault tolerance with several API servers is refused", moe: true, profile: "main",
 			source: "vllm/config/parallel.py _validate_parallel_config (_api_process_count set by run_multi_api_server)",
-			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-fault-tolerance "+storeBoth)},
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --data-parallel-rank 0 --api-server-count 4 --enable-fault-tolerance "+storeBoth)},
 			kinds:  []report.Kind{report.ProcessCrashed},
 			also:   crashedWith("h/0/api-server-0", "Fault tolerance requires a single API server process (--api-server-count=1), but got 4."),
 		},
 		{
 			name: "elastic EP caps the API servers at one, so fault tolerance holds", moe: true, profile: "main",
 			source: "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd (Elastic EP only supports running with at most one API server)",
-			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-eplb --enable-elastic-ep --enable-fault-tolerance "+storeBoth)},
-			groups: []idGroup{{"h/0/engine-core-3", idWant{3, some(3), 3, false}}},
+			nodes: []Node{node("h", func() []string {
+				var cmds []string
+				for r := 0; r < 4; r++ {
+					cmds = append(cmds, fmt.Sprintf("vllm serve org/M -dp 4 --data-parallel-rank %d --port %d -ep --enable-eplb --enable-elastic-ep --enable-fault-tolerance --api-server-count 2 %s", r, 8000+r, storeBoth))
+				}
+				return cmds
+			}()...)},
+			groups: []idGroup{{"h/3/engine-core-3", idWant{3, some(0), 3, true}}},
 			also: func(t *testing.T, procs []report.Process) {
 				// launch_core_engines: handshake_local_only is False under elastic EP.
 				e := get(t, procs, "h/0/engine-core-0")

@@ -29,6 +29,8 @@ type Profile struct {
 	// StartRankZero is whether create_engine_config reads --data-parallel-start-rank 0 as a start
 	// rank or as no start rank at all (PR #47692, vLLM#47691).
 	StartRankZero string `json:"start_rank_zero"`
+	// DPLaunchChecks is how create_engine_config refuses an invalid data-parallel launch (PR #49124).
+	DPLaunchChecks string `json:"dp_launch_checks"`
 }
 
 // Change values. The first value of each Change is the older behaviour.
@@ -58,6 +60,9 @@ const (
 
 	StartRankZeroUnset = "unset" // `if self.data_parallel_start_rank`: 0 is falsy, so no start rank
 	StartRankZeroSet   = "set"   // `is not None`: 0 infers hybrid LB and is the node's DP rank
+
+	DPLaunchChecksAssert     = "assert"      // bare asserts: AssertionError with the old messages
+	DPLaunchChecksValueError = "value_error" // ValueError("Invalid data-parallel launch options: ...")
 )
 
 // Change is one general rule of vLLM that changed over time, and the values a profile can pin.
@@ -137,6 +142,16 @@ var changes = []Change{
 			"node infers hybrid LB (external LB when its local size is 1), so its engines are " +
 			"local_engines_only and rank 0's front end refuses --headless remote engines",
 		get: func(p *Profile) *string { return &p.StartRankZero },
+	},
+	{
+		Name:   "dp_launch_checks",
+		Values: []string{DPLaunchChecksAssert, DPLaunchChecksValueError},
+		Doc: "create_engine_config's data-parallel launch-option checks (vLLM PR #49124): assert = bare " +
+			"asserts (AssertionError: nnodes > 1 is only supported with data_parallel_backend=mp, " +
+			"world_size=W must be divisible by nnodes=N., ...), --node-rank bounded from above only; " +
+			"value_error = ValueError: Invalid data-parallel launch options: ... with a message per case, " +
+			"and a negative --node-rank refused too",
+		get: func(p *Profile) *string { return &p.DPLaunchChecks },
 	},
 }
 
