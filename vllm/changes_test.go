@@ -112,12 +112,60 @@ func TestExternalLBRank(t *testing.T) {
 			t.Errorf("engine core 3: index %d, %s", p.DataParallelIndex, exitText(p))
 		}
 	})
-	t.Run("explicit requires a rank when ranks share nodes", func(t *testing.T) {
-		procs := predict(t, true, "main", node("h0", "vllm serve org/M -dp 4 -tp 4 --nnodes 2 --node-rank 0 --data-parallel-external-lb"))
-		if p := get(t, procs, "h0/0/api-server-0"); p.Exit == nil || !strings.HasPrefix(p.Exit.Error, "ValueError: data_parallel_rank must be set explicitly") {
-			t.Errorf("api server: %s", exitText(p))
-		}
-	})
+	// The rule, with vLLM's own cases (tests/engine/test_arg_utils.py
+	// test_external_lb_requires_explicit_rank_when_nodes_are_not_evenly_partitioned, ..._infers_rank_...,
+	// ..._preserves_explicit_rank_...): without an explicit rank, --nnodes must be a multiple of D.
+	for _, c := range []struct {
+		dp, nnodes, tp, nodeRank int
+		rank                     string // --data-parallel-rank, "" for none
+		want                     int    // the DP rank; -1: refused
+	}{
+		{4, 2, 1, 1, "", -1}, // two ranks a node
+		{2, 3, 3, 1, "", -1}, // replicas straddle nodes: nodes 0 and 1 would both infer 0
+		{2, 2, 1, 1, "", 1},  // one replica a node
+		{2, 4, 12, 1, "", 0}, // each replica spans two nodes
+		{4, 2, 1, 1, "3", 3}, // an explicit rank is kept
+		{3, 6, 2, 5, "", 2},  // two nodes a replica, three replicas
+		{4, 8, 1, 3, "", 1},  // world 4 over 8 nodes does not divide: refused earlier
+	} {
+		name := fmt.Sprintf("dp%d-nnodes%d-tp%d-rank%q", c.dp, c.nnodes, c.tp, c.rank)
+		t.Run(name, func(t *testing.T) {
+			cmd := fmt.Sprintf("vllm serve org/M -dp %d -tp %d --nnodes %d --node-rank %d --master-addr h0 --data-parallel-external-lb", c.dp, c.tp, c.nnodes, c.nodeRank)
+			if c.rank != "" {
+				cmd += " --data-parallel-rank " + c.rank
+			}
+			for _, profile := range []string{"main", "main+external_lb_rank=infer"} {
+				args, err := ParseServe(cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				env, _ := readEnv(nil)
+				pc, err := createEngineConfig(engineConfigInput{args: args, moe: true, profile: profileOf(t, profile), env: env, gpus: 64, hostIP: "h0", apiProcessCount: 1})
+				if c.dp*c.tp%c.nnodes != 0 {
+					if err == nil || !strings.Contains(err.Error(), "must evenly divide the total world size") {
+						t.Errorf("%s: %v, want the world-size refusal", profile, err)
+					}
+					continue
+				}
+				inferred := c.nodeRank * (c.dp * c.tp / c.nnodes) / c.tp
+				switch {
+				case profile != "main":
+					// Before the fix: the inferred rank, always.
+					if err != nil || pc.DataParallelRank != inferred {
+						t.Errorf("%s: rank %v (%v), want the inferred %d", profile, pc, err, inferred)
+					}
+				case c.want < 0:
+					if err == nil || !strings.HasPrefix(err.Error(), "ValueError: Invalid data-parallel launch options: ") || !strings.Contains(err.Error(), "Set a unique `--data-parallel-rank`") {
+						t.Errorf("main: %v, want the ValueError asking for a unique --data-parallel-rank", err)
+					}
+				default:
+					if err != nil || pc.DataParallelRank != c.want {
+						t.Errorf("main: %+v (%v), want rank %d", pc, err, c.want)
+					}
+				}
+			}
+		})
+	}
 }
 
 // TestDenseExternalDP encodes create_engine_config's dense-model check (vllm/engine/arg_utils.py).

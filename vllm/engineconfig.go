@@ -72,10 +72,12 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 				// Before PR #53743: the inferred rank overwrites an explicit one.
 				dpRank = intPtr(inferred)
 			} else if dpRank == nil {
-				// After PR #53743: keep an explicit rank; infer only when each node holds
-				// at most one rank, so --node-rank names it unambiguously.
-				if D > a.NNodes {
-					return nil, valueError("data_parallel_rank must be set explicitly for external LB when data_parallel_size (%d) > nnodes (%d): node_rank cannot identify the DP rank when several ranks share a node.", D, a.NNodes)
+				// After PR #53743: keep an explicit rank; infer one only when the nodes split evenly
+				// into replicas (nnodes a multiple of D: each node serves one replica, so
+				// --node-rank names it). Otherwise two nodes would infer one rank (DP 2 over
+				// --nnodes 3 with TP 3: nodes 0 and 1 both infer 0) or a node would hold several.
+				if a.NNodes%D != 0 {
+					return nil, externalLBRankError(a.NNodes, D)
 				}
 				dpRank = intPtr(inferred)
 			}
@@ -195,6 +197,15 @@ func parallelFeatures(a *ServeArgs, apiProcessCount int) parallelFeatureFlags {
 		}
 	}
 	return f
+}
+
+// externalLBRankError is PR #53743's refusal to infer an external-LB rank from --node-rank when
+// --nnodes is not a multiple of --data-parallel-size. vLLM's own test
+// (tests/engine/test_arg_utils.py test_external_lb_requires_explicit_rank_when_nodes_are_not_evenly_partitioned)
+// pins only the ValueError and its "Set a unique `--data-parallel-rank`" part; the rest of the
+// sentence follows PR #49124's form and is the model's.
+func externalLBRankError(nnodes, dpSize int) error {
+	return launchOptionsError("`--data-parallel-external-lb` infers the data-parallel rank from `--node-rank` only when `--nnodes` (%d) is a multiple of `--data-parallel-size` (%d). Set a unique `--data-parallel-rank` for each process.", nnodes, dpSize)
 }
 
 // dpLaunchCheck is one of create_engine_config's data-parallel launch-option checks: a bare assert

@@ -120,7 +120,7 @@ var changes = []Change{
 		Values: []string{ExternalLBRankInfer, ExternalLBRankExplicit},
 		Doc: "external LB with --nnodes (vLLM PR #53743): infer = the rank inferred from --node-rank " +
 			"overrides an explicit --data-parallel-rank; explicit = an explicit rank is kept, and without " +
-			"one more DP ranks than nodes is a ValueError",
+			"one --nnodes must be a multiple of --data-parallel-size (ValueError: ... Set a unique `--data-parallel-rank` ...)",
 		get: func(p *Profile) *string { return &p.ExternalLBRank },
 	},
 	{
