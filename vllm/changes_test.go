@@ -112,7 +112,7 @@ func TestExternalLBRank(t *testing.T) {
 			t.Errorf("engine core 3: index %d, %s", p.DataParallelIndex, exitText(p))
 		}
 	})
-	// The rule, with vLLM's own cases (tests/engine/test_arg_utils.py
+	// The rule, with vLLM's own cases (tests/v1/engine/test_engine_args.py
 	// test_external_lb_requires_explicit_rank_when_nodes_are_not_evenly_partitioned, ..._infers_rank_...,
 	// ..._preserves_explicit_rank_...): without an explicit rank, --nnodes must be a multiple of D.
 	for _, c := range []struct {

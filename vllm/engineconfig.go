@@ -201,7 +201,7 @@ func parallelFeatures(a *ServeArgs, apiProcessCount int) parallelFeatureFlags {
 
 // externalLBRankError is PR #53743's refusal to infer an external-LB rank from --node-rank when
 // --nnodes is not a multiple of --data-parallel-size. vLLM's own test
-// (tests/engine/test_arg_utils.py test_external_lb_requires_explicit_rank_when_nodes_are_not_evenly_partitioned)
+// (tests/v1/engine/test_engine_args.py test_external_lb_requires_explicit_rank_when_nodes_are_not_evenly_partitioned)
 // pins only the ValueError and its "Set a unique `--data-parallel-rank`" part; the rest of the
 // sentence follows PR #49124's form and is the model's.
 func externalLBRankError(nnodes, dpSize int) error {
