@@ -327,16 +327,21 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	if e := p.bindHandshakes(ctx); e != nil || ctx.Err() != nil {
 		return e
 	}
-	for _, c := range p.plan.Children {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if _, err := p.fam.start(c); err != nil {
-			return &pyError{Exception: "RuntimeError: " + err.Error(), Where: "start_children"}
+	// An engine core starts its workers only once its handshakes and DP group are done
+	// (vllm.ProcessPlan.ChildrenAfterRendezvous); a front end starts its engines first.
+	late := p.plan.ChildrenAfterRendezvous
+	if !late {
+		if e := p.startChildren(ctx); e != nil || ctx.Err() != nil {
+			return e
 		}
 	}
 	if e := p.joinRendezvous(ctx); e != nil || ctx.Err() != nil {
 		return e
+	}
+	if late {
+		if e := p.startChildren(ctx); e != nil || ctx.Err() != nil {
+			return e
+		}
 	}
 	if e := p.crashAt(vllm.StageConnectorInit); e != nil {
 		return e
@@ -359,6 +364,19 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	}
 	p.update(func(r *report.Process) { r.Ready = true })
 	p.publish(PhaseReady)
+	return nil
+}
+
+// startChildren starts the plan's children in order.
+func (p *proc) startChildren(ctx context.Context) *pyError {
+	for _, c := range p.plan.Children {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if _, err := p.fam.start(c); err != nil {
+			return &pyError{Exception: "RuntimeError: " + err.Error(), Where: "start_children"}
+		}
+	}
 	return nil
 }
 

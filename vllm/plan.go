@@ -87,8 +87,15 @@ type ProcessPlan struct {
 	// from TP rank 0, then PP rank 0, at worker init (PRs #39907, #44528). Identity.EngineID holds
 	// the worker's own value before the exchange.
 	EngineIDFromRank *int `json:"engine_id_from_rank,omitempty"`
-	// Children are started by this process after its StageConfig checks pass.
+	// Children are started by this process after its StageConfig checks pass (and its
+	// StageHandshakeBind), or, with ChildrenAfterRendezvous, once it completed every rendezvous.
 	Children []*ProcessPlan `json:"children,omitempty"`
+	// ChildrenAfterRendezvous: the process starts its children only after it completed all its
+	// Rendezvous, in order; if one fails they never start. An engine core handshakes with its front
+	// end(s) and joins its DP group before its executor starts the workers
+	// (vllm/v1/engine/core.py EngineCoreProc.__init__: _perform_handshakes, _init_data_parallel,
+	// then EngineCore.__init__ builds the executor), so a refused or stranded engine has no workers.
+	ChildrenAfterRendezvous bool `json:"children_after_rendezvous,omitempty"`
 }
 
 // ChildFailurePlaceholder ends a ChildFailure whose text names the failed children.

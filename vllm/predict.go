@@ -37,7 +37,8 @@ const (
 //  1. config: a process with a Crash at StageConfig exits before starting children; otherwise
 //     it binds its BindsEarly rendezvous (StageHandshakeBind): the later binder of one address on
 //     one host, in host order, exits with ZMQBindError and never starts its children (nor joins a
-//     barrier); otherwise its children start.
+//     barrier); otherwise its children start (those of a ChildrenAfterRendezvous process, an
+//     engine core, once it completed its rendezvous in stage 3: a barrier waits for them).
 //  2. engine init: Crash at StageEngineInit ends the process.
 //  3. rendezvous: each process joins its RendezvousPlans in order. A barrier completes when every
 //     rank 0..world_size-1 of it arrives, once, with one world size; it fails when a member can
@@ -149,12 +150,55 @@ func (s *sim) start(p *simProc) {
 	if !s.bindEarly(p) {
 		return
 	}
+	if p.plan.ChildrenAfterRendezvous && len(p.plan.Rendezvous) > 0 {
+		return // startLate, once p completed its rendezvous
+	}
+	s.startChildren(p)
+}
+
+func (s *sim) startChildren(p *simProc) {
 	for _, c := range p.children {
 		if !p.alive() {
 			return
 		}
 		s.start(c)
 	}
+}
+
+// startLate starts the children of a ChildrenAfterRendezvous process that just completed its last
+// rendezvous, then ends together the ones that raise at StageEngineInit (as run does for the
+// processes that start first).
+func (s *sim) startLate(p *simProc) {
+	s.startChildren(p)
+	var failures []exitEvent
+	var walk func(*simProc)
+	walk = func(q *simProc) {
+		for _, c := range q.children {
+			if c.alive() && c.plan.Crash != nil && c.plan.Crash.Stage == StageEngineInit {
+				failures = append(failures, exitEvent{c, 1, c.plan.Crash.Error})
+			}
+			walk(c)
+		}
+	}
+	walk(p)
+	s.exitAll(failures)
+}
+
+// pendingStart: p has not started yet but will, once its ancestors complete their rendezvous (a
+// ChildrenAfterRendezvous parent still in its barriers). A barrier waits for it as for a member busy
+// with an earlier barrier.
+func pendingStart(p *simProc) bool {
+	if p.started {
+		return false
+	}
+	par := p.parent
+	if par == nil {
+		return false
+	}
+	if par.started {
+		return par.alive() && par.plan.ChildrenAfterRendezvous && par.next < len(par.plan.Rendezvous)
+	}
+	return pendingStart(par)
 }
 
 // bindEarly is StageHandshakeBind: p binds the rendezvous it serves with BindsEarly, in host
@@ -317,6 +361,8 @@ func (s *sim) settle(b *barrier, force bool) bool {
 	gone := false
 	for _, m := range b.members {
 		switch {
+		case pendingStart(m.p) && !force:
+			return false // this member starts once its parent is through its own barriers
 		case !m.p.alive():
 			gone = true
 		case m.p.next == m.idx:
@@ -332,6 +378,11 @@ func (s *sim) settle(b *barrier, force bool) bool {
 			m.p.next++
 		}
 		b.resolved = true
+		for _, m := range arrived {
+			if m.p.alive() && m.p.plan.ChildrenAfterRendezvous && m.p.next == len(m.p.plan.Rendezvous) {
+				s.startLate(m.p)
+			}
+		}
 		return true
 	}
 	missing := missingMembers(b, arrived, world)

@@ -292,12 +292,22 @@ func TestRuntimeFailures(t *testing.T) {
 			t.Errorf("api server: %s", exitText(api))
 		}
 	})
-	t.Run("a follower that never starts fails the MoE world of every replica", func(t *testing.T) {
+	t.Run("a node that never starts strands the engines' handshake, so no head worker starts", func(t *testing.T) {
+		// h2 (replica 1's head) refuses to start; replica 0's engine waits for it at rank 0's
+		// handshake and never builds its executor (vllm/v1/engine/core.py EngineCoreProc.__init__:
+		// handshakes first), so replica 0's follower waits in vain for the head's workers.
 		nodes := wideTP(func(int) string { return "" })[:3]
 		procs := predict(t, true, "main", nodes...)
-		w := get(t, procs, "h0/0/engine-core-0/worker-0")
-		if len(w.Rendezvous) != 1 || w.Rendezvous[0].Error == "" || !contains(w.Rendezvous[0].Missing, "rank 24") || !w.Crashed() {
-			t.Errorf("worker: %s %+v", exitText(w), w.Rendezvous)
+		e := get(t, procs, "h0/0/engine-core-0")
+		if len(e.Rendezvous) != 1 || e.Rendezvous[0].Error == "" || !e.Crashed() {
+			t.Errorf("engine: %s %+v", exitText(e), e.Rendezvous)
+		}
+		if w := get(t, procs, "h0/0/engine-core-0/worker-0"); w.Exit != nil || len(w.Rendezvous) != 0 {
+			t.Errorf("head worker: %s %+v, want never started", exitText(w), w.Rendezvous)
+		}
+		f := get(t, procs, "h1/0/headless-0/worker-0")
+		if len(f.Rendezvous) != 1 || !contains(f.Rendezvous[0].Missing, "h0/0/engine-core-0/worker-0") || !contains(f.Rendezvous[0].Missing, "rank 24") || !f.Crashed() {
+			t.Errorf("follower worker: %s %+v", exitText(f), f.Rendezvous)
 		}
 	})
 	t.Run("dense wide-TP with DP > 1: the followers keep DP 2 while the heads reconfigure to 1", func(t *testing.T) {

@@ -67,6 +67,8 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 	}
 	cp.schedulerConnector(p, pc)
 	p.ChildFailure = rayActorFailure
+	// The actor joins its DP group in _init_data_parallel before it builds its executor.
+	p.ChildrenAfterRendezvous = true
 	return p
 }
 
