@@ -44,7 +44,10 @@ const (
 //     rank 0..world_size-1 of it arrives, once, with one world size; it fails when a member can
 //     never arrive (it exited, never started, or failed an earlier barrier), on conflicting world
 //     sizes or duplicate ranks, or in a wait cycle. Every member that arrived at a failed barrier
-//     records Error and Missing and exits with the time-out vLLM would raise.
+//     records Error and Missing and exits with the time-out vLLM would raise. A front end's
+//     handshake whose rank 0 refuses an arrived member's Hello (HandshakeExpect.Refuse) fails at
+//     once: the front end exits with the refusal, its own engines stop with it, and the other
+//     members that arrived exit with HandshakeNoAnswer.
 //  4. connector init: workers adopt the engine_id their EngineIDFromRank names; a Crash at
 //     StageConnectorInit ends the process; the others register their segment and bind their
 //     lookup server.
@@ -372,6 +375,10 @@ func (s *sim) settle(b *barrier, force bool) bool {
 		}
 	}
 	world, conflict := barrierShape(b, arrived)
+	if front, why := refusal(arrived); front != nil {
+		s.refuse(b, arrived, world, front, why)
+		return true
+	}
 	if !gone && !force && conflict == "" && len(arrived) == world {
 		for _, m := range arrived {
 			m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{Kind: m.plan.Kind, Address: b.address})
@@ -401,6 +408,57 @@ func (s *sim) settle(b *barrier, force bool) bool {
 	}
 	s.exitAll(events)
 	return true
+}
+
+// refusal finds the HELLO that rank 0 of a front end's handshake refuses among the members that
+// arrived (HandshakeExpect.Refuse), the lowest rank first; front is nil when rank 0 is not there or
+// refuses no one. vLLM's front end refuses the first offending HELLO it reads; which one that is
+// does not change who fails. Two engines with one DP index have one ZMQ identity, and the ROUTER
+// socket takes only one of them: they are left to the barrier's rank conflict.
+func refusal(arrived []member) (front *member, why string) {
+	var rank0 *member
+	byIndex := map[int]int{}
+	for i := range arrived {
+		if arrived[i].plan.Rank == 0 && arrived[i].plan.Expect != nil {
+			rank0 = &arrived[i]
+		}
+		if h := arrived[i].plan.Hello; h != nil {
+			byIndex[h.Index]++
+		}
+	}
+	if rank0 == nil {
+		return nil, ""
+	}
+	byRank := append([]member(nil), arrived...)
+	sort.SliceStable(byRank, func(i, j int) bool { return byRank[i].plan.Rank < byRank[j].plan.Rank })
+	for i := range byRank {
+		if h := byRank[i].plan.Hello; h != nil && byIndex[h.Index] == 1 {
+			if why := rank0.plan.Expect.Refuse(*h); why != "" {
+				return rank0, why
+			}
+		}
+	}
+	return nil, ""
+}
+
+// refuse ends a handshake whose front end refused a HELLO (vllm/v1/engine/utils.py
+// wait_for_engine_startup): the front end raises at once and exits, which stops its own (Local)
+// engines with it; every other member that joined waits for an answer that never comes and gives
+// up (HandshakeNoAnswer). The front end and those members record the handshake as failed.
+func (s *sim) refuse(b *barrier, arrived []member, world int, front *member, why string) {
+	b.resolved = true
+	missing := missingMembers(b, arrived, world)
+	front.p.rec.Rendezvous = append(front.p.rec.Rendezvous, report.Rendezvous{Kind: front.plan.Kind, Address: b.address, Error: why, Missing: missing})
+	s.exit(front.p, 1, why)
+	var events []exitEvent
+	for _, m := range arrived {
+		if !m.p.alive() {
+			continue // the front end's own engines, stopped with it
+		}
+		m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{Kind: m.plan.Kind, Address: b.address, Error: HandshakeNoAnswer, Missing: missing})
+		events = append(events, exitEvent{m.p, 1, HandshakeNoAnswer})
+	}
+	s.exitAll(events)
 }
 
 // barrierShape is the world size the barrier's rank 0 serves (the TCPStore master's), and a
