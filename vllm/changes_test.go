@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -430,8 +431,16 @@ func TestProfiles(t *testing.T) {
 	if err := (Profile{Name: "zero"}).Validate(); err == nil {
 		t.Error("a zero profile must not validate")
 	}
-	if names := ProfileNames(); len(names) != 2 || names[0] != "main" || names[1] != "pre-48061" {
+	if names := ProfileNames(); !reflect.DeepEqual(names, []string{"main", "main-455edc0", "pre-48061"}) {
 		t.Errorf("ProfileNames = %v", names)
+	}
+	// The snapshot's commit: main without PR #53743's two halves.
+	snap, err := ProfileNamed("main-455edc0")
+	m.Name, m.MooncakeDPIndex = "", MooncakeDPIndexGlobal
+	want := m
+	want.NNodesWithinDP, want.ExternalLBRank = NNodesWithinDPFloor, ExternalLBRankInfer
+	if snap.Name = ""; err != nil || snap != want {
+		t.Errorf("main-455edc0 = %+v, %v; want %+v", snap, err, want)
 	}
 	for _, c := range Changes() {
 		if len(c.Values) < 2 || c.Doc == "" {

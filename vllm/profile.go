@@ -180,6 +180,16 @@ var namedProfiles = map[string]func() Profile{
 		p.MooncakeDPIndex = MooncakeDPIndexLegacy
 		return p
 	},
+	// main-455edc0 is vLLM main of 2026-08-17 (commit 455edc0), the snapshot conformance runs
+	// against: it has PRs #46628, #47692, #48061 and #49124, and lacks #53743 (no clamp, and an
+	// external-LB --nnodes launch still takes the rank inferred from --node-rank).
+	"main-455edc0": func() Profile {
+		p := mainProfile()
+		p.Name = "main-455edc0"
+		p.NNodesWithinDP = NNodesWithinDPFloor
+		p.ExternalLBRank = ExternalLBRankInfer
+		return p
+	},
 }
 
 // ProfileNames lists the named profiles, sorted.
