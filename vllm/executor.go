@@ -26,7 +26,7 @@ func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID
 		return err
 	}
 	localAddr := ""
-	if pc.NNodes == 1 && pc.DataParallelSize == 1 {
+	if !spansDP(pc) {
 		localAddr = cp.localAddr()
 	}
 	start := lws * nodeRank

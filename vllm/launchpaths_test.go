@@ -307,6 +307,17 @@ func TestLaunchPaths(t *testing.T) {
 				if len(e.Rendezvous) == 0 || e.Rendezvous[0].Address != "127.0.0.1:29550" {
 					t.Errorf("engine handshake %+v, want the TCP one at 127.0.0.1:29550", e.Rendezvous)
 				}
+				// vllm/distributed/parallel_state.py init_distributed_environment: under elastic EP
+				// the world is not widened to the DP replicas; each engine's workers meet alone.
+				for _, id := range []string{"h/0/engine-core-0/worker-0", "h/3/engine-core-3/worker-0"} {
+					w := get(t, procs, id)
+					if len(w.Rendezvous) != 1 || w.Rendezvous[0].Address == "127.0.0.1:29552" || !strings.HasSuffix(w.Replica, "/dp0") {
+						t.Errorf("%s: world %+v replica %s, want its engine's own", id, w.Rendezvous, w.Replica)
+					}
+				}
+				if a, b := get(t, procs, "h/0/engine-core-0/worker-0").Replica, get(t, procs, "h/3/engine-core-3/worker-0").Replica; a == b {
+					t.Errorf("two elastic-EP replicas share the world %s", a)
+				}
 			},
 		},
 		{

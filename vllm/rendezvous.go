@@ -152,16 +152,23 @@ func dpGroup(pc *ParallelConfig) RendezvousPlan {
 	return RendezvousPlan{Kind: RendezvousDP, Address: addr, WorldSize: pc.DataParallelSize, Rank: pc.DataParallelRank}
 }
 
+// spansDP: init_distributed_environment widens a worker's torch world to every DP replica (and
+// meets at the master or DP address) when nnodes > 1 or data_parallel_size > 1, except under
+// elastic EP, whose replicas each keep the world the executor gave them.
+func spansDP(pc *ParallelConfig) bool {
+	return (pc.NNodes > 1 || pc.DataParallelSize > 1) && !pc.EnableElasticEP
+}
+
 // workersWorld is the torch world a worker joins (vllm/distributed/parallel_state.py
 // init_distributed_environment), given the worker's config pc and its replica rank:
 //
-//	if nnodes > 1 or data_parallel_size > 1:
+//	if (nnodes > 1 or data_parallel_size > 1) and not enable_elastic_ep:
 //	    rank = data_parallel_rank * world_size + rank; world_size = world_size_across_dp
 //	    nnodes > 1: tcp://master_addr:master_port
 //	    else:       tcp://data_parallel_master_ip:<next DP init port>
 //	else: MultiprocExecutor's distributed_init_method (loopback, a free port): localAddr
 func workersWorld(pc *ParallelConfig, rank int, localAddr string) RendezvousPlan {
-	if pc.NNodes > 1 || pc.DataParallelSize > 1 {
+	if spansDP(pc) {
 		addr := hostPort(pc.MasterAddr, pc.MasterPort)
 		if pc.NNodes == 1 {
 			addr = hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort+dpWorldPortOffset)
