@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -175,9 +176,8 @@ type parallelFeatureFlags struct {
 // __post_init__, then the model validators (_validate_parallel_config). gpus is the node's
 // device count as torch sees it.
 func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool) (*ParallelConfig, error) {
-	if in.dpBackend != "mp" && in.dpBackend != "ray" {
-		return nil, &PyError{Type: "pydantic_core.ValidationError",
-			Msg: "1 validation error for ParallelConfig: data_parallel_backend: Input should be 'ray' or 'mp' [input_value=" + pyRepr(in.dpBackend) + "]"}
+	if err := fieldErrors(in); err != nil {
+		return nil, err
 	}
 	pc := &ParallelConfig{
 		PipelineParallelSize:       in.pp,
@@ -213,6 +213,43 @@ func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool
 		return nil, err
 	}
 	return pc, nil
+}
+
+// fieldErrors is pydantic's field validation of ParallelConfig(...), before __post_init__: every
+// field that breaks its constraint (vllm/config/parallel.py: Field(ge=1) on the sizes and nnodes,
+// ge=0 on data_parallel_size_local, data_parallel_rank and node_rank, 1..65535 on the rpc port
+// since PR #51469, the DataParallelBackend literal), in field order, in one ValidationError.
+func fieldErrors(in parallelConfigInput) error {
+	var errs []string
+	atLeast := func(field string, v, lo int) {
+		if v < lo {
+			errs = append(errs, fmt.Sprintf("%s: Input should be greater than or equal to %d [input_value=%d]", field, lo, v))
+		}
+	}
+	atLeast("pipeline_parallel_size", in.pp, 1)
+	atLeast("tensor_parallel_size", in.tp, 1)
+	atLeast("prefill_context_parallel_size", in.pcp, 1)
+	atLeast("data_parallel_size", in.dpSize, 1)
+	atLeast("data_parallel_size_local", in.dpSizeLocal, 0)
+	atLeast("data_parallel_rank", in.dpRank, 0)
+	atLeast("data_parallel_rpc_port", in.dpRPCPort, 1)
+	if in.dpRPCPort > 65535 {
+		errs = append(errs, fmt.Sprintf("data_parallel_rpc_port: Input should be less than or equal to 65535 [input_value=%d]", in.dpRPCPort))
+	}
+	if in.dpBackend != "mp" && in.dpBackend != "ray" {
+		errs = append(errs, "data_parallel_backend: Input should be 'ray' or 'mp' [input_value="+pyRepr(in.dpBackend)+"]")
+	}
+	atLeast("node_rank", in.nodeRk, 0)
+	atLeast("nnodes", in.nnodes, 1)
+	atLeast("decode_context_parallel_size", in.dcp, 1)
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return &PyError{Type: "pydantic_core.ValidationError", Msg: "1 validation error for ParallelConfig: " + errs[0]}
+	}
+	return &PyError{Type: "pydantic_core.ValidationError",
+		Msg: fmt.Sprintf("%d validation errors for ParallelConfig: %s", len(errs), strings.Join(errs, "; "))}
 }
 
 // postInit is ParallelConfig.__post_init__ (the identity-relevant part).
