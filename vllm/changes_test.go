@@ -39,6 +39,23 @@ func TestEngineIDDPSuffix(t *testing.T) {
 	}
 }
 
+// TestRayEngineIDSuffix: the Ray actor manager suffixes each actor's engine_id with its global DP
+// rank whatever engine_id_dp_suffix says (vllm/v1/engine/utils.py _apply_dp_identity_suffix, PR
+// #41792, before #46628 touched run_engine_core); with strict packing two actors share a per-node
+// ordinal, so a local suffix would collide.
+func TestRayEngineIDSuffix(t *testing.T) {
+	cmd := `vllm serve org/M -dp 4 -dpl 2 -tp 2 --data-parallel-backend ray --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"E"}'`
+	for _, profile := range []string{"main", "main+engine_id_dp_suffix=local"} {
+		procs := predict(t, true, profile, node("h", cmd))
+		for i := 0; i < 4; i++ {
+			a := get(t, procs, fmt.Sprintf("h/0/ray-actor-%d", i))
+			if want := fmt.Sprintf("E_dp%d", i); a.EngineID != want {
+				t.Errorf("%s: %s engine_id %q, want %q", profile, a.ID, a.EngineID, want)
+			}
+		}
+	}
+}
+
 // TestNNodesWithinDP encodes PR #53743's first half (vllm/config/parallel.py nnodes_within_dp):
 // external LB with more DP ranks than nodes floors nnodes_within_dp to 0, and the executor's
 // local_world_size divides by it; clamped, the engines start.

@@ -96,7 +96,7 @@ var changes = []Change{
 	{
 		Name:   "engine_id_dp_suffix",
 		Values: []string{EngineIDSuffixLocal, EngineIDSuffixGlobal},
-		Doc: "DP suffix of the KV engine_id in run_engine_core and the Ray actor manager (vLLM PR " +
+		Doc: "DP suffix of the KV engine_id in run_engine_core (vLLM PR " +
 			"#46628): local = _dp{local_dp_rank}; global = _dp{dp_rank}",
 		get: func(p *Profile) *string { return &p.EngineIDDPSuffix },
 	},

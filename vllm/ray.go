@@ -30,8 +30,9 @@ func (cp *cmdPlanner) rayFrontEnd(p *ProcessPlan, pc *ParallelConfig) *ProcessPl
 }
 
 // rayActor is one DP engine actor: DPMoEEngineCoreActor when D > 1 and the model is MoE, else
-// EngineCoreActor. The actor manager suffixes the engine_id of every actor when D > 1
-// (_dp{local_index} before PR #46628, _dp{dp_rank} after).
+// EngineCoreActor. When D > 1 the actor manager suffixes every actor's engine_id with its global DP
+// rank (vllm/v1/engine/utils.py _apply_dp_identity_suffix, since PR #41792, before #46628 changed
+// run_engine_core's; engine_id_dp_suffix does not apply here).
 func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, parentID string) *ProcessPlan {
 	id := cp.id(report.RoleRayActor, index)
 	pc := parent.clone()
@@ -41,7 +42,7 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 	if cp.args.KVTransfer.buildsConnector() {
 		engineID = cp.engineID
 		if pc.DataParallelSize > 1 {
-			engineID = engineIDWithDPSuffix(cp.engineID, index, localIndex, cp.opts.Profile)
+			engineID = fmt.Sprintf("%s_dp%d", cp.engineID, index)
 		}
 	}
 	moe := pc.DataParallelSize > 1 && pc.IsMoEModel
