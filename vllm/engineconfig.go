@@ -3,6 +3,7 @@ package vllm
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // engineConfigInput is what EngineArgs.create_engine_config reads besides the command line.
@@ -164,6 +165,15 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 	if dpRank != nil {
 		rank = *dpRank
 	}
+	// ParallelConfig(..., assigned_physical_gpu_ids=self._resolve_device_ids(), ...): the argument
+	// is evaluated, and may raise, before pydantic validates any field.
+	var gpuIDs []int
+	if a.hasOther("--device-ids") {
+		var err error
+		if gpuIDs, err = resolveDeviceIDs(a.lastOther("--device-ids"), in.env.cudaVisible); err != nil {
+			return nil, err
+		}
+	}
 	return newParallelConfig(parallelConfigInput{
 		pp: PP, tp: TP, pcp: a.PrefillContextParallelSize, dcp: a.DecodeContextParallelSize,
 		dpSize: D, dpSizeLocal: sizeLocal, dpRank: rank,
@@ -173,8 +183,60 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		executorBackend: executor,
 		masterAddr:      a.MasterAddr, masterPort: a.MasterPort,
 		nnodes: a.NNodes, nodeRk: a.NodeRank,
-		features: parallelFeatures(a, in.apiProcessCount),
+		features:       parallelFeatures(a, in.apiProcessCount),
+		assignedGPUIDs: gpuIDs,
 	}, in.env, in.gpus, in.profile.NNodesWithinDP == NNodesWithinDPClamp)
+}
+
+// resolveDeviceIDs is EngineArgs._resolve_device_ids over --device-ids "2,3,5,7" (argparse splits it
+// at commas; an all-digit entry is an int, any other a GPU UUID): no duplicates, no mix of ints and
+// UUIDs, and with CUDA_VISIBLE_DEVICES set each int indexes the visible devices and becomes the
+// physical ID there. UUIDs need NVML, which a simulated node does not have: not simulated.
+func resolveDeviceIDs(raw, cudaVisible string) ([]int, error) {
+	var ints []int
+	var reprs []string
+	seen := map[string]bool{}
+	dup, uuids := false, 0
+	for _, part := range strings.Split(raw, ",") {
+		part = strings.TrimSpace(part)
+		if n, err := strconv.Atoi(part); err == nil && isDigits(part) {
+			ints = append(ints, n)
+			reprs = append(reprs, strconv.Itoa(n))
+		} else {
+			uuids++
+			reprs = append(reprs, pyRepr(part))
+		}
+		key := reprs[len(reprs)-1]
+		dup = dup || seen[key]
+		seen[key] = true
+	}
+	switch {
+	case dup:
+		return nil, valueError("--device-ids must not contain duplicates: [%s]", strings.Join(reprs, ", "))
+	case uuids == len(reprs):
+		return nil, fmt.Errorf("--device-ids with GPU UUIDs (%s) needs NVML: %w", raw, errNotSimulated)
+	case uuids > 0:
+		return nil, valueError("--device-ids must not mix integer IDs and UUIDs")
+	}
+	if cudaVisible == "" {
+		return ints, nil
+	}
+	var visible []int
+	for _, v := range strings.Split(cudaVisible, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s names GPU UUIDs, which need NVML: %w", cudaVisible, errNotSimulated)
+		}
+		visible = append(visible, n)
+	}
+	out := make([]int, len(ints))
+	for i, id := range ints {
+		if id >= len(visible) {
+			return nil, valueError("--device-ids index %d is out of range for CUDA_VISIBLE_DEVICES=%s (%d devices visible)", id, cudaVisible, len(visible))
+		}
+		out[i] = visible[id]
+	}
+	return out, nil
 }
 
 // parallelFeatures reads the ParallelConfig fields whose checks can refuse a launch

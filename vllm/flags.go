@@ -168,7 +168,8 @@ var serveFlags = []flagSpec{
 	{[]string{"--numa-bind"}, kindBool},
 	{[]string{"--numa-bind-nodes"}, kindList},
 	{[]string{"--numa-bind-cpus"}, kindList},
-	{[]string{"--device-ids"}, kindList},
+	// One comma-separated value (arg_utils.py: type=lambda s: [...] over s.split(",")).
+	{[]string{"--device-ids"}, kindString},
 	{[]string{"--enable-fault-tolerance"}, kindBool},
 
 	// CacheConfig

@@ -335,14 +335,46 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("n1/0/headless-0", "ValueError: data_parallel_size_local must be > 0 in headless mode"),
 		},
 		{
-			name: "a world larger than the node with mp forced: every worker fails its device checks", moe: false, profile: "main",
-			source: "vllm/v1/worker/gpu_worker.py init_device (DP adjusted local rank, then local_world_size <= visible devices)",
+			name: "a world larger than the node with mp forced: the workers past the devices fail", moe: false, profile: "main",
+			source: "vllm/v1/worker/gpu_worker.py init_device (PR #45026: the DP-adjusted local rank must be below the device count)",
 			nodes:  []Node{node("h", "vllm serve org/M -tp 16 --distributed-executor-backend mp "+storeBoth)},
 			kinds:  []report.Kind{report.ProcessCrashed},
 			also: func(t *testing.T, procs []report.Process) {
-				crashedWith("h/0/engine-core-0/worker-0", "AssertionError: local_world_size (16) must be less than or equal to the number of visible devices (8).")(t, procs)
-				crashedWith("h/0/engine-core-0/worker-9", "AssertionError: DP adjusted local rank 9 is out of bounds.")(t, procs)
+				crashedWith("h/0/engine-core-0/worker-9", "AssertionError: DP adjusted local rank 9 is out of bounds for 8 devices.")(t, procs)
+				if w := get(t, procs, "h/0/engine-core-0/worker-7"); w.Crashed() {
+					t.Errorf("worker 7 fits the node: %s", exitText(w))
+				}
 			},
+		},
+		{
+			name: "--device-ids picks the node's GPUs: each DP engine takes its slice of them", moe: true, profile: "main",
+			source: "vllm/engine/arg_utils.py _resolve_device_ids; vllm/v1/worker/gpu_worker.py init_device (assigned_physical_gpu_ids)",
+			nodes:  []Node{node("h", `vllm serve org/M -dp 2 -tp 2 --device-ids "4,5,6,7" `+storeBoth)},
+			groups: []idGroup{{"h/0/engine-core-1", idWant{1, some(1), 1, false}}},
+		},
+		{
+			name: "--device-ids shorter than the world: workers past it and the replica's share fail", moe: false, profile: "main",
+			source: "vllm/v1/worker/gpu_worker.py init_device (assigned_physical_gpu_ids bounds)",
+			nodes:  []Node{node("h", "vllm serve org/M -tp 4 --device-ids 0,1 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-0/worker-0", "AssertionError: local_world_size (4) exceeds assigned_physical_gpu_ids count (2)")(t, procs)
+				crashedWith("h/0/engine-core-0/worker-3", "AssertionError: local_rank 3 is out of bounds for assigned_physical_gpu_ids [0, 1]")(t, procs)
+			},
+		},
+		{
+			name: "--device-ids composes with CUDA_VISIBLE_DEVICES: an index past the visible ones is refused", moe: false, profile: "main",
+			source: "vllm/engine/arg_utils.py _resolve_device_ids",
+			nodes:  []Node{node("h", "CUDA_VISIBLE_DEVICES=2,3 vllm serve org/M -tp 2 --device-ids 0,2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: --device-ids index 2 is out of range for CUDA_VISIBLE_DEVICES=2,3 (2 devices visible)"),
+		},
+		{
+			name: "--device-ids with a duplicate is refused", moe: false, profile: "main",
+			source: "vllm/engine/arg_utils.py _resolve_device_ids",
+			nodes:  []Node{node("h", "vllm serve org/M -tp 2 --device-ids 1,1 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: --device-ids must not contain duplicates: [1, 1]"),
 		},
 	}
 	for _, row := range rows {

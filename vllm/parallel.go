@@ -47,6 +47,9 @@ type ParallelConfig struct {
 
 	// EnableElasticEP is enable_elastic_ep: launch_core_engines then always handshakes over TCP.
 	EnableElasticEP bool
+	// AssignedPhysicalGPUIDs is assigned_physical_gpu_ids: --device-ids resolved by
+	// create_engine_config (EngineArgs._resolve_device_ids); nil without the flag.
+	AssignedPhysicalGPUIDs []int
 
 	// clamp is the profile's nnodes_within_dp rule (PR #53743).
 	clamp bool
@@ -155,6 +158,7 @@ type parallelConfigInput struct {
 	masterAddr                 string
 	masterPort, nnodes, nodeRk int
 	features                   parallelFeatureFlags
+	assignedGPUIDs             []int
 }
 
 // parallelFeatureFlags are the ParallelConfig fields outside data parallelism whose checks can
@@ -200,6 +204,7 @@ func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool
 		NNodes:                     in.nnodes,
 		NodeRank:                   in.nodeRk,
 		EnableElasticEP:            in.features.enableElasticEP,
+		AssignedPhysicalGPUIDs:     in.assignedGPUIDs,
 		clamp:                      clamp,
 		features:                   in.features,
 	}

@@ -298,7 +298,7 @@ func TestRuntimeFailures(t *testing.T) {
 	t.Run("DP-adjusted local rank past the node's devices (gpu_worker.py init_device)", func(t *testing.T) {
 		procs := predict(t, true, "main", node("h", "vllm serve org/M -dp 2 -tp 8"))
 		w := get(t, procs, "h/0/engine-core-1/worker-0")
-		if w.Exit == nil || w.Exit.Error != "AssertionError: DP adjusted local rank 8 is out of bounds. " {
+		if w.Exit == nil || w.Exit.Error != "AssertionError: DP adjusted local rank 8 is out of bounds for 8 devices." {
 			t.Errorf("worker: %s", exitText(w))
 		}
 		api := get(t, procs, "h/0/api-server-0")
