@@ -257,6 +257,8 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 			"ValueError: Invalid data-parallel launch options: `--node-rank` must be between 0 and 1; got `--node-rank -1`."},
 		{"zero TP with --nnodes divides by zero", "arg_utils.py create_engine_config (node_rank * local_world_size // world_size_within_dp)", "vllm serve m -tp 0 --nnodes 2", true,
 			"ZeroDivisionError: integer division or modulo by zero"},
+		{"offline DP with more than one local engine", "v1/engine/utils.py launch_core_engines (offline_mode: assert local_engine_count == 1)",
+			"VLLM_DP_SIZE=4 VLLM_DP_RANK=1 vllm serve m -dpl 2", true, "AssertionError"},
 		{"rank out of range", "config/parallel.py __post_init__", "vllm serve m -dp 2 --data-parallel-start-rank 2 -dpl 1 --headless", true, "data_parallel_rank (2) must be in the range [0, 2)"},
 		{"local size above DP size", "config/parallel.py _validate_parallel_config", "vllm serve m -dp 2 -dpl 4", true, "data_parallel_size_local (4) must be <= data_parallel_size (2)"},
 		{"external LB with DP 1", "config/parallel.py _validate_parallel_config", "vllm serve m --data-parallel-rank 0", true, "data_parallel_external_lb can only be set when data_parallel_size > 1"},

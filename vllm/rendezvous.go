@@ -66,7 +66,7 @@ type engineHandshake struct {
 // frontEndHandshake is launch_core_engines' choice of handshake for a front end whose config is
 // pc; localAddr is the host-local address the planner reserved for it.
 //
-//	offline_mode = data_parallel_rank_local is not None           -> engines [dp_rank]
+//	offline_mode = data_parallel_rank_local is not None           -> engines [dp_rank] (L must be 1)
 //	dp_rank == 0                                                  -> engines 0..D-1
 //	else (must be local_engines_only)                             -> engines dp_rank..dp_rank+L-1
 //	handshake_local_only = (offline_mode or L == D) and not enable_elastic_ep
@@ -84,6 +84,9 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 	global := hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort)
 	remoteHeadless := !pc.HybridLB && !pc.ExternalLB
 	switch {
+	case offline && L != 1:
+		// offline_mode: assert local_engine_count == 1
+		return engineHandshake{}, bareAssertion
 	case offline:
 		return engineHandshake{
 			local: &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: 2, Rank: 0,
