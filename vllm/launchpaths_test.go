@@ -370,6 +370,31 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/api-server-0", "ValueError: --device-ids index 2 is out of range for CUDA_VISIBLE_DEVICES=2,3 (2 devices visible)"),
 		},
 		{
+			name: "a DP supervisor gives each child its slice of the devices", moe: true, profile: "main",
+			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids; vllm/v1/worker/gpu_worker.py init_device",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 4 -tp 2 -dpm "+storeBoth)},
+			groups: []idGroup{{"h/0/engine-core-3", idWant{3, some(0), 3, true}}},
+		},
+		{
+			name: "a DP supervisor's slices past the node's devices: those children's workers fail", moe: true, profile: "main",
+			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids (child 2 gets devices 4,5 of a 4-GPU node)",
+			nodes:  []Node{{Host: "h", GPUs: 4, Commands: []string{"vllm serve org/M -dp 4 -dpl 4 -tp 2 -dpm " + storeBoth}}},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-2/worker-0", "torch.AcceleratorError: CUDA error: invalid device ordinal")(t, procs)
+				if w := get(t, procs, "h/0/engine-core-1/worker-1"); w.Crashed() {
+					t.Errorf("child 1's worker fits: %s", exitText(w))
+				}
+			},
+		},
+		{
+			name: "a DP supervisor whose --device-ids cannot cover a child dies of it", moe: true, profile: "main",
+			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 2 -tp 2 -dpm --device-ids 0,1,2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/dp-supervisor-0", "ValueError: --device-ids has 3 entries, but DP rank 1 needs devices [2, 4)"),
+		},
+		{
 			name: "--device-ids with a duplicate is refused", moe: false, profile: "main",
 			source: "vllm/engine/arg_utils.py _resolve_device_ids",
 			nodes:  []Node{node("h", "vllm serve org/M -tp 2 --device-ids 1,1 "+storeBoth)},
