@@ -291,34 +291,29 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/api-server-0", "Fault tolerance requires a single API server process (--api-server-count=1), but got 4."),
 		},
 		{
-			name: "elastic EP caps the API servers at one, so fault tolerance holds", moe: true, profile: "main",
-			source: "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd (Elastic EP only supports running with at most one API server)",
-			nodes: []Node{node("h", func() []string {
-				var cmds []string
-				for r := 0; r < 4; r++ {
-					cmds = append(cmds, fmt.Sprintf("vllm serve org/M -dp 4 --data-parallel-rank %d --port %d -ep --enable-eplb --enable-elastic-ep --enable-fault-tolerance --api-server-count 2 %s", r, 8000+r, storeBoth))
-				}
-				return cmds
-			}()...)},
-			groups: []idGroup{{"h/3/engine-core-3", idWant{3, some(0), 3, true}}},
+			name: "elastic EP: the engines handshake over TCP and each replica keeps its own torch world", moe: true, profile: "main",
+			source: "vllm/v1/engine/utils.py launch_core_engines (handshake_local_only is False under elastic EP); vllm/distributed/parallel_state.py init_distributed_environment",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-eplb --enable-elastic-ep --api-server-count 4 "+storeBoth)},
+			groups: []idGroup{{"h/0/engine-core-3", idWant{3, some(3), 3, false}}},
 			also: func(t *testing.T, procs []report.Process) {
-				// launch_core_engines: handshake_local_only is False under elastic EP.
 				e := get(t, procs, "h/0/engine-core-0")
 				if len(e.Rendezvous) == 0 || e.Rendezvous[0].Address != "127.0.0.1:29550" {
 					t.Errorf("engine handshake %+v, want the TCP one at 127.0.0.1:29550", e.Rendezvous)
 				}
-				// vllm/distributed/parallel_state.py init_distributed_environment: under elastic EP
-				// the world is not widened to the DP replicas; each engine's workers meet alone.
-				for _, id := range []string{"h/0/engine-core-0/worker-0", "h/3/engine-core-3/worker-0"} {
-					w := get(t, procs, id)
-					if len(w.Rendezvous) != 1 || w.Rendezvous[0].Address == "127.0.0.1:29552" || !strings.HasSuffix(w.Replica, "/dp0") {
-						t.Errorf("%s: world %+v replica %s, want its engine's own", id, w.Rendezvous, w.Replica)
-					}
-				}
-				if a, b := get(t, procs, "h/0/engine-core-0/worker-0").Replica, get(t, procs, "h/3/engine-core-3/worker-0").Replica; a == b {
-					t.Errorf("two elastic-EP replicas share the world %s", a)
+				// init_distributed_environment does not widen the world to the DP replicas under
+				// elastic EP: each engine's workers meet alone.
+				a, b := get(t, procs, "h/0/engine-core-0/worker-0"), get(t, procs, "h/0/engine-core-3/worker-0")
+				if len(a.Rendezvous) != 1 || a.Replica == b.Replica || !strings.HasSuffix(a.Replica, "/dp0") || !strings.HasSuffix(b.Replica, "/dp0") {
+					t.Errorf("worlds %+v %s and %+v %s, want one each", a.Rendezvous, a.Replica, b.Rendezvous, b.Replica)
 				}
 			},
+		},
+		{
+			name: "elastic EP with external LB is refused", moe: true, profile: "main",
+			source: "vllm/config/parallel.py __post_init__ (Elastic EP relies on a single API server)",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 2 --data-parallel-rank 0 -ep --enable-eplb --enable-elastic-ep "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "NotImplementedError: Elastic EP is not compatible with data_parallel_external_lb or data_parallel_hybrid_lb."),
 		},
 		{
 			name: "elastic EP with pipeline parallelism is refused", moe: true, profile: "main",

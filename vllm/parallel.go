@@ -268,9 +268,9 @@ func (pc *ParallelConfig) postInit(env vllmEnv, gpus int) error {
 			return validationError("ParallelConfig", "Elastic EP is only supported with enable_eplb=True.")
 		case pc.PipelineParallelSize > 1:
 			return validationError("ParallelConfig", "Elastic EP is not supported with pipeline parallelism (pipeline_parallel_size=%d).", pc.PipelineParallelSize)
-		case pc.HybridLB:
+		case pc.ExternalLB || pc.HybridLB:
 			// NotImplementedError is no ValueError: pydantic lets it through unwrapped.
-			return &PyError{Type: "NotImplementedError", Msg: "Elastic EP is not compatible with data_parallel_hybrid_lb. Elastic EP supports a single API server/core client path or data_parallel_external_lb, but not hybrid load balancing."}
+			return &PyError{Type: "NotImplementedError", Msg: "Elastic EP is not compatible with data_parallel_external_lb or data_parallel_hybrid_lb. Elastic EP relies on a single API server and core client to coordinate scale up/down."}
 		}
 	}
 	if pc.DataParallelSize > 1 || pc.DataParallelSizeLocal == 0 {
