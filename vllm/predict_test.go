@@ -274,6 +274,8 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 		{"auto tool choice needs a parser", "entrypoints/openai/cli_args.py validate_parsed_serve_args", "vllm serve m --enable-auto-tool-choice", true, "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"},
 		{"multi-port supervisor needs two local ranks", "entrypoints/openai/dp_supervisor.py", "vllm serve m -dp 4 -dpl 1 -dpm", true, "ValueError: Error: --data-parallel-multi-port-external-lb requires --data-parallel-size-local >= 2"},
 		{"Ray placement on the master node", "v1/engine/utils.py create_dp_placement_groups", "vllm serve m -dp 4 -tp 4 -dpb ray", true, "ValueError: Not enough resources to allocate 4 DP ranks on DP master node h"},
+		{"Ray fill packing with DeepEP", "v1/engine/utils.py create_dp_placement_groups", "VLLM_RAY_DP_PACK_STRATEGY=fill vllm serve m -dp 4 -tp 2 -dpb ray --all2all-backend deepep_low_latency", true,
+			"ValueError: DeepEP kernels require EP ranks [0,7] (same for [8,15], ...) to be on the same node, but VLLM_RAY_DP_PACK_STRATEGY=fill does not guarantee that."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,7 +17,7 @@ func (cp *cmdPlanner) rayFrontEnd(p *ProcessPlan, pc *ParallelConfig) *ProcessPl
 		cp.err = fmt.Errorf("%d Ray actors: %w", pc.DataParallelSize, errNotSimulated)
 		return p
 	}
-	local, err := rayLocalDPRanks(pc, cp.gpus, cp.env.rayDPPackStrategy)
+	local, err := rayLocalDPRanks(pc, cp.gpus, cp.env.rayDPPackStrategy, cp.args.lastOther("--all2all-backend"))
 	if err != nil {
 		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
 		return p
@@ -77,13 +77,16 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 // homogeneous Ray cluster whose nodes have this node's device count: the DP master node takes
 // data_parallel_size_local ranks, then each further node takes (strict) that many again, (fill)
 // as many as fit, or (span) one rank spread over several nodes; a rank's local index is its
-// ordinal on its node.
-func rayLocalDPRanks(pc *ParallelConfig, gpus int, strategy string) ([]int, error) {
+// ordinal on its node. fill cannot keep DeepEP's EP ranks on one node, so it refuses DeepEP.
+func rayLocalDPRanks(pc *ParallelConfig, gpus int, strategy, all2all string) ([]int, error) {
 	D, L, ws := pc.DataParallelSize, pc.DataParallelSizeLocal, pc.WorldSize
 	switch strategy {
 	case "strict", "fill", "span":
 	default:
 		return nil, valueError("%s is not supported. Make sure to set `VLLM_RAY_DP_PACK_STRATEGY` to one of ('strict', 'fill', 'span')", strategy)
+	}
+	if strategy == "fill" && (all2all == "deepep_high_throughput" || all2all == "deepep_low_latency") {
+		return nil, valueError("DeepEP kernels require EP ranks [0,7] (same for [8,15], ...) to be on the same node, but VLLM_RAY_DP_PACK_STRATEGY=fill does not guarantee that. Please use VLLM_RAY_DP_PACK_STRATEGY=strict instead.")
 	}
 	local := make([]int, 0, D)
 	if strategy == "span" {
