@@ -89,6 +89,9 @@ type ProcessPlan struct {
 	EngineIDFromRank *int `json:"engine_id_from_rank,omitempty"`
 	// Children are started by this process after its StageConfig checks pass.
 	Children []*ProcessPlan `json:"children,omitempty"`
+	// Addresses are every address the process binds, opens, dials, probes or advertises
+	// (plan_addresses.go); the Exercised ones are steps a run executes.
+	Addresses []AddressPlan `json:"addresses,omitempty"`
 }
 
 // ChildFailurePlaceholder ends a ChildFailure whose text names the failed children.

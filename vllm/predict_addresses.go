@@ -1,0 +1,233 @@
+package vllm
+
+import (
+	"strings"
+
+	"github.com/widetp/widetp/report"
+)
+
+// The paper execution of the address steps (plan_addresses.go), in the order a live run takes
+// them: each stage's steps of one host in plan order (commands in order, then tree order), which
+// is the order simnode's sequencer imposes.
+
+// HangBoundText is what a prediction says caught a hang: the run's bound, which the paper does not
+// know.
+const HangBoundText = "the run's hang bound"
+
+// addrState is the paper state of one deployment's addresses.
+type addrState struct {
+	// binds are the live binds (tcp and ipc) by host.
+	binds map[string][]*heldBind
+	// opened are the shm resources by host and path: who created each.
+	opened map[string]map[string]*simProc
+	// seq counts binds and opens per host.
+	seq map[string]int
+}
+
+type heldBind struct {
+	p        *simProc
+	endpoint string
+	key      string
+}
+
+func (s *sim) addr() *addrState {
+	if s.addrs == nil {
+		s.addrs = &addrState{binds: map[string][]*heldBind{}, opened: map[string]map[string]*simProc{}, seq: map[string]int{}}
+	}
+	return s.addrs
+}
+
+// addressesAt runs p's exercised steps of one bind/open/probe stage. It reports false when the
+// process ended (a failed bind raises; the event is returned for the caller to end it with its
+// stage) or hung.
+func (s *sim) addressesAt(p *simProc, st Stage) (ok bool, ev *exitEvent) {
+	st2 := s.addr()
+	for i := range p.plan.Addresses {
+		a := &p.plan.Addresses[i]
+		if !a.Exercised || a.Stage != st {
+			continue
+		}
+		rec := &p.rec.Addresses[i]
+		switch a.Role {
+		case report.AddressProbe:
+			ports, err := a.Alloc.Run(paperProber{s: st2, host: p.rec.Host}, func(tries int) bool { return tries >= paperSpinLimit })
+			if se, spun := err.(*SpinError); spun {
+				p.hung = true
+				p.rec.Hung = &report.Hang{Where: se.Where, Deadline: HangBoundText, Detail: se.Detail}
+				return false, nil
+			}
+			if err != nil {
+				rec.Error = err.Error()
+				return false, &exitEvent{p, 1, err.Error()}
+			}
+			rec.Ports = ports
+		case report.AddressBind:
+			key := resolveKey(a.Key, p)
+			rec.Key = key
+			if held := st2.holder(p.rec.Host, a.Endpoint); held != nil && a.Flavor != "" && !strings.HasPrefix(a.Endpoint, "ipc://") {
+				rec.Error = BindErrorText(a.Flavor, a.Endpoint, AddrInUseErrno, "Address already in use")
+				return false, &exitEvent{p, 1, rec.Error}
+			}
+			st2.seq[p.rec.Host]++
+			rec.BindSeq = st2.seq[p.rec.Host]
+			st2.binds[p.rec.Host] = append(st2.binds[p.rec.Host], &heldBind{p: p, endpoint: a.Endpoint, key: key})
+		case report.AddressOpen:
+			rec.Key = resolveKey(a.Key, p)
+			path := resolveKey(a.Endpoint, p)
+			rec.Endpoint = path
+			if st2.opened[p.rec.Host] == nil {
+				st2.opened[p.rec.Host] = map[string]*simProc{}
+			}
+			st2.seq[p.rec.Host]++
+			rec.BindSeq = st2.seq[p.rec.Host]
+			creator := st2.opened[p.rec.Host][path]
+			if creator == nil {
+				creator = p
+				st2.opened[p.rec.Host][path] = p
+			}
+			rec.ServedBy = creator.rec.ID
+		}
+		if a.Raises != "" {
+			return false, &exitEvent{p, 1, a.Raises}
+		}
+	}
+	return true, nil
+}
+
+// paperSpinLimit is how many fruitless tries the paper allocator makes before calling it a spin:
+// its prober never changes, so a loop that came back around once with nothing changed would do
+// so for ever.
+const paperSpinLimit = 3
+
+// resolveKey fills KeyEngineID with the process's engine_id at the time of the step.
+func resolveKey(k string, p *simProc) string {
+	return strings.ReplaceAll(k, KeyEngineID, p.rec.EngineID)
+}
+
+// holder returns the live bind of host that endpoint would collide with.
+func (a *addrState) holder(host, endpoint string) *heldBind {
+	for _, b := range a.binds[host] {
+		if b.p.alive() && report.SameSocket(b.endpoint, endpoint) {
+			return b
+		}
+	}
+	return nil
+}
+
+// paperProber binds on paper: a port is free unless a live bind of the host holds it; the kernel
+// hands out ports from the top of the ephemeral range, each once.
+type paperProber struct {
+	s    *addrState
+	host string
+}
+
+func (pp paperProber) Bind(port int) bool {
+	return pp.s.holder(pp.host, "tcp://"+hostPort("0.0.0.0", port)) == nil
+}
+
+func (pp paperProber) Ephemeral() (int, error) {
+	pp.s.seq["ephemeral/"+pp.host]++
+	return 60999 - pp.s.seq["ephemeral/"+pp.host], nil
+}
+
+// connectAddresses runs the StageServing connects of every live process that came up: each is
+// answered by the live bind its endpoint reaches, or gets no answer.
+func (s *sim) connectAddresses() {
+	st := s.addr()
+	for _, p := range s.procs {
+		if !p.alive() || p.hung || p.next != len(p.plan.Rendezvous) {
+			continue
+		}
+		for i := range p.plan.Addresses {
+			a := &p.plan.Addresses[i]
+			if !a.Exercised || a.Role != report.AddressConnect {
+				continue
+			}
+			rec := &p.rec.Addresses[i]
+			if srv := st.reach(p.rec.Host, a.Endpoint); srv != nil {
+				rec.ServedBy = srv.p.rec.ID
+			} else {
+				rec.Error = "no answer at " + a.Endpoint
+			}
+		}
+	}
+}
+
+// reach returns the live bind a client on host reaches when it dials endpoint: on the host the
+// endpoint names (this host for a loopback or wildcard address), a bind of that port on every
+// interface, on loopback when the client dialled loopback from the same host, or on the
+// interface the client named.
+func (a *addrState) reach(client, endpoint string) *heldBind {
+	h, port, ok := splitEndpoint(endpoint)
+	if !ok {
+		return nil
+	}
+	dial := report.IfaceClass(h)
+	target := h
+	if dial == report.IfaceLoopback || dial == report.IfaceAny {
+		target, dial = client, report.IfaceLoopback
+	}
+	for _, b := range a.binds[target] {
+		bh, bport, ok := splitEndpoint(b.endpoint)
+		if !ok || bport != port || !b.p.alive() {
+			continue
+		}
+		switch bi := report.IfaceClass(bh); {
+		case bi == report.IfaceAny,
+			bi == report.IfaceLoopback && dial == report.IfaceLoopback,
+			bi == dial:
+			return b
+		}
+	}
+	return nil
+}
+
+// addressRecords copies the plan's addresses into the record (outcomes empty).
+func addressRecords(plan *ProcessPlan) []report.Address {
+	if len(plan.Addresses) == 0 {
+		return nil
+	}
+	out := make([]report.Address, len(plan.Addresses))
+	for i, a := range plan.Addresses {
+		out[i] = a.Address
+	}
+	return out
+}
+
+// stepAddresses runs p's steps of a start-up stage (config, engine init) and ends the process when
+// one fails; it reports whether p goes on (false also when it hung).
+func (s *sim) stepAddresses(p *simProc, st Stage) bool {
+	ok, ev := s.addressesAt(p, st)
+	if ev != nil {
+		s.exit(p, ev.code, ev.err)
+	}
+	return ok
+}
+
+// connectorAddresses runs the connector-init steps of every ready process in plan order; the
+// failures are returned to end with the stage's other failures, and marked so that the process
+// takes no further connector-init step.
+func (s *sim) connectorAddresses(ready func(*simProc) bool) ([]exitEvent, map[*simProc]bool) {
+	var events []exitEvent
+	failed := map[*simProc]bool{}
+	for _, p := range s.procs {
+		if !ready(p) {
+			continue
+		}
+		if _, ev := s.addressesAt(p, StageConnectorInit); ev != nil {
+			events = append(events, *ev)
+			failed[p] = true
+		}
+	}
+	return events, failed
+}
+
+// hungAbove: an ancestor of p hung before starting its children.
+func hungAbove(p *simProc) bool {
+	for a := p.parent; a != nil; a = a.parent {
+		if a.hung {
+			return true
+		}
+	}
+	return false
+}
