@@ -118,7 +118,7 @@ func addressCollision(procs []report.Process) []report.Violation {
 			what = fmt.Sprintf("%d owners opened %s", len(owners), g.endpoint)
 		}
 		out = append(out, report.Violation{Kind: report.AddressCollision,
-			Message: fmt.Sprintf("%s: on host %s, %s: %s", report.AddressCollision, g.host, what, idList(parts)),
+			Message:   fmt.Sprintf("%s: on host %s, %s: %s", report.AddressCollision, g.host, what, idList(parts)),
 			Processes: uniqueSorted(involved)})
 	}
 	return out
