@@ -214,17 +214,24 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 	tcp0 := "tcp://" + hostPort(pc.DataParallelMasterIP, 0)
 	if D > 1 && (cp.opts.Model.MoE || !pc.ExternalLB) && !offline && pc.DataParallelRank == 0 {
 		// needs_dp_coordinator (vllm/config/vllm.py) on rank 0 of an online launch.
-		front, back := tcp0, tcp0
-		if !pc.LocalEnginesOnly() {
-			front = ipc("coordinator-front-publish")
+		// get_engine_client_zmq_addr(local_only, host): a fresh ipc path each call, or
+		// tcp://host:0.
+		addr := func(local bool, what string) string {
+			if local {
+				return ipc(what)
+			}
+			return tcp0
 		}
-		if D == L && !pc.EnableElasticEP {
-			back = ipc("coordinator-back")
-		}
+		localFront := !pc.LocalEnginesOnly()
+		localBack := D == L && !pc.EnableElasticEP
 		src := "vllm/v1/engine/coordinator.py DPCoordinator (its own process, not planned; port 0: the kernel picks and the coordinator publishes it)"
-		add(AddressPlan{Address: report.Address{Channel: "dp-coordinator", Role: report.AddressBind, Endpoint: front, Key: "front_publish", Source: src}, Stage: StageEngineInit})
-		add(AddressPlan{Address: report.Address{Channel: "dp-coordinator", Role: report.AddressBind, Endpoint: back, Key: "back_output", Source: src}, Stage: StageEngineInit})
-		add(AddressPlan{Address: report.Address{Channel: "dp-coordinator", Role: report.AddressBind, Endpoint: back, Key: "back_publish", Source: src}, Stage: StageEngineInit})
+		for _, s := range []struct {
+			key   string
+			local bool
+		}{{"front_publish", localFront}, {"back_output", localBack}, {"back_publish", localBack}} {
+			add(AddressPlan{Address: report.Address{Channel: "dp-coordinator", Role: report.AddressBind,
+				Endpoint: addr(s.local, "coordinator-"+s.key), Key: s.key, Source: src}, Stage: StageEngineInit})
+		}
 	}
 	io := tcp0
 	if offline || pc.LocalEnginesOnly() || (L == D && !pc.EnableElasticEP) {
@@ -321,6 +328,9 @@ func (cp *cmdPlanner) rendezvousAddresses(p *ProcessPlan, pc *ParallelConfig, ad
 			a.Channel = "torch-world"
 			a.Key = p.Identity.Replica
 			a.Source = "vllm/distributed/parallel_state.py init_distributed_environment (rank 0's TCPStore)"
+			if pc != nil && pc.NNodes == 1 && pc.DataParallelSize == 1 {
+				a.Source = "vllm: the executor's distributed_init_method (channel executor-init); the model's barrier meets here (rendezvous.go)"
+			}
 		case r.BindsEarly || p.Identity.Role == report.RoleEngineCore && isHandshake(p, r, pc):
 			a.Channel = "dp-handshake"
 			a.Source = "vllm/v1/engine/utils.py launch_core_engines (handshake ROUTER; engines dial it)"

@@ -121,7 +121,7 @@ type sim struct {
 
 func (s *sim) add(plan *ProcessPlan, parent *simProc) *simProc {
 	p := &simProc{plan: plan, rec: plan.Identity, parent: parent}
-	p.rec.Addresses = addressRecords(plan)
+	p.rec.Addresses = AddressRecords(plan)
 	s.procs = append(s.procs, p)
 	for _, c := range plan.Children {
 		p.children = append(p.children, s.add(c, p))

@@ -182,8 +182,9 @@ func (a *addrState) reach(client, endpoint string) *heldBind {
 	return nil
 }
 
-// addressRecords copies the plan's addresses into the record (outcomes empty).
-func addressRecords(plan *ProcessPlan) []report.Address {
+// AddressRecords copies the plan's addresses into a record (outcomes empty): a process reports
+// every address of its plan, exercised or listed.
+func AddressRecords(plan *ProcessPlan) []report.Address {
 	if len(plan.Addresses) == 0 {
 		return nil
 	}
@@ -204,14 +205,24 @@ func (s *sim) stepAddresses(p *simProc, st Stage) bool {
 	return ok
 }
 
-// connectorAddresses runs the connector-init steps of every ready process in plan order; the
+// connectorAddresses runs the connector-init steps of every ready process in step order
+// (StepOrder): workers before their engine core, which builds its scheduler-side connector only
+// once its executor's workers are up (EngineCore.__init__: executor, KV caches, then the
+// scheduler) — so it takes no step when one of its children failed or never came up. The
 // failures are returned to end with the stage's other failures, and marked so that the process
 // takes no further connector-init step.
 func (s *sim) connectorAddresses(ready func(*simProc) bool) ([]exitEvent, map[*simProc]bool) {
 	var events []exitEvent
 	failed := map[*simProc]bool{}
-	for _, p := range s.procs {
+	for _, p := range s.postOrder() {
 		if !ready(p) {
+			continue
+		}
+		up := true
+		for _, c := range p.children {
+			up = up && c.alive() && !failed[c] && c.next == len(c.plan.Rendezvous)
+		}
+		if !up && hasStep(p.plan, StageConnectorInit) {
 			continue
 		}
 		if _, ev := s.addressesAt(p, StageConnectorInit); ev != nil {
@@ -220,6 +231,58 @@ func (s *sim) connectorAddresses(ready func(*simProc) bool) ([]exitEvent, map[*s
 		}
 	}
 	return events, failed
+}
+
+// postOrder lists every process children first, commands in order.
+func (s *sim) postOrder() []*simProc {
+	out := make([]*simProc, 0, len(s.procs))
+	var walk func(p *simProc)
+	walk = func(p *simProc) {
+		for _, c := range p.children {
+			walk(c)
+		}
+		out = append(out, p)
+	}
+	for _, p := range s.procs {
+		if p.parent == nil {
+			walk(p)
+		}
+	}
+	return out
+}
+
+// hasStep: the plan has an exercised bind or open at stage st.
+func hasStep(p *ProcessPlan, st Stage) bool {
+	for _, a := range p.Addresses {
+		if a.Exercised && a.Stage == st && (a.Role == report.AddressBind || a.Role == report.AddressOpen) {
+			return true
+		}
+	}
+	return false
+}
+
+// StepOrder lists the processes of one host that bind or open an address at stage st, in the order
+// they take their turns in a run and on paper: commands in order, each tree in pre-order for the
+// start-up stages (a parent binds before it starts its children) and in post-order for connector
+// init (an engine core builds its scheduler's connector after its workers built theirs).
+func StepOrder(np *NodePlan, st Stage) []string {
+	var out []string
+	var walk func(p *ProcessPlan)
+	walk = func(p *ProcessPlan) {
+		if st != StageConnectorInit && hasStep(p, st) {
+			out = append(out, p.Identity.ID)
+		}
+		for _, c := range p.Children {
+			walk(c)
+		}
+		if st == StageConnectorInit && hasStep(p, st) {
+			out = append(out, p.Identity.ID)
+		}
+	}
+	for _, c := range np.Commands {
+		walk(c)
+	}
+	return out
 }
 
 // hungAbove: an ancestor of p hung before starting its children.
