@@ -84,8 +84,8 @@ func addressCollision(procs []report.Process) []report.Violation {
 		return g
 	}
 	for _, r := range exercised(procs, func(a *report.Address) bool {
-		return (a.Role == report.AddressBind && strings.HasPrefix(a.Endpoint, "ipc://") && a.Error == "") ||
-			(a.Role == report.AddressOpen && a.Error == "")
+		return a.Tried() && a.Error == "" &&
+			(a.Role == report.AddressBind && strings.HasPrefix(a.Endpoint, "ipc://") || a.Role == report.AddressOpen)
 	}) {
 		if r.a.Role == report.AddressBind && !r.p.Live() {
 			continue // a crashed binder's ipc socket is gone

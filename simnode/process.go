@@ -359,8 +359,12 @@ func (p *proc) flow(ctx context.Context) *pyError {
 		return e
 	}
 	if len(p.stepsAt(vllm.StageConnectorInit)) > 0 {
-		// An engine core builds its scheduler-side connector after its workers came up.
-		p.waitChildrenUp(ctx)
+		// An engine core builds its scheduler-side connector after its workers came up; when one
+		// of them failed or hung it never does (its own failure path ends it).
+		if len(p.plan.Children) > 0 && !p.waitChildrenUp(ctx) {
+			<-ctx.Done()
+			return nil
+		}
 		if hung, e := p.addressStage(ctx, vllm.StageConnectorInit); hung || e != nil || ctx.Err() != nil {
 			return parkIfHung(ctx, hung, e)
 		}

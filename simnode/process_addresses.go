@@ -244,30 +244,33 @@ func (p *proc) waitPeer(ctx context.Context, peer string) error {
 	}
 }
 
-// waitChildrenUp waits, bounded, until every child is ready or gone: an engine core builds its
-// scheduler-side connector once its executor's workers are up. A child that fails ends this
-// process through its own failure path (the run loop cancels ctx).
-func (p *proc) waitChildrenUp(ctx context.Context) {
+// waitChildrenUp waits, bounded, until every child is ready, and reports whether they all are:
+// an engine core builds its scheduler-side connector once its executor's workers are up. A child
+// that failed or hung means they never will be: the failure reaches this process through its own
+// path (the run loop ends it), and a hung child holds it as vLLM's executor would be held.
+func (p *proc) waitChildrenUp(ctx context.Context) bool {
 	deadline := time.NewTimer(p.waitBound())
 	defer deadline.Stop()
 	for {
 		up := true
 		for _, c := range p.plan.Children {
-			ph := p.fam.phase(c.Identity.ID)
 			rec := p.fam.record(c.Identity.ID)
-			if ph != PhaseReady && ph != PhaseExited && (rec == nil || (rec.Exit == nil && rec.Hung == nil)) {
+			switch {
+			case rec != nil && (rec.Exit != nil || rec.Hung != nil), p.fam.phase(c.Identity.ID) == PhaseExited:
+				return false
+			case p.fam.phase(c.Identity.ID) != PhaseReady:
 				up = false
 			}
 		}
 		if up {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-deadline.C:
 			p.log.Warn("children not up; building the scheduler side anyway", "bound", p.waitBound())
-			return
+			return true
 		case <-p.fam.changed:
 		}
 	}
