@@ -24,7 +24,7 @@ type addrHeld struct {
 }
 
 func (p *proc) addrNet() address.Net {
-	return address.Net{ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver()}
+	return address.Net{ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver(), IPCRoot: p.spec.Runtime.IPCRoot}
 }
 
 // hangBound is how long an allocator may spin before the run calls the process hung.

@@ -158,6 +158,16 @@ func (s *sim) connectAddresses() {
 // interface, on loopback when the client dialled loopback from the same host, or on the
 // interface the client named.
 func (a *addrState) reach(client, endpoint string) *heldBind {
+	if strings.HasPrefix(endpoint, "ipc://") {
+		// An ipc path is a file of the client's host: the last live binder took it over.
+		var last *heldBind
+		for _, b := range a.binds[client] {
+			if b.p.alive() && report.SameSocket(b.endpoint, endpoint) {
+				last = b
+			}
+		}
+		return last
+	}
 	h, port, ok := splitEndpoint(endpoint)
 	if !ok {
 		return nil

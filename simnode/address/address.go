@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -27,6 +29,39 @@ type Net struct {
 	ListenIP string
 	// Resolve maps a host name (or IP) to a dialable IP.
 	Resolve func(ctx context.Context, host string) (string, error)
+	// IPCRoot prefixes ipc:// paths in a local run (each simulated host has its own /tmp).
+	IPCRoot string
+}
+
+// zmqEndpoint is the libzmq endpoint this host uses for the model's endpoint: tcp with the host
+// mapped (bindIP or dialIP), ipc under the host's root.
+func (n Net) zmqEndpoint(ctx context.Context, endpoint string, bind bool) (string, error) {
+	if p, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
+		if !filepath.IsAbs(p) {
+			return "", fmt.Errorf("endpoint %q: ipc path is not absolute", endpoint)
+		}
+		if n.IPCRoot != "" {
+			p = filepath.Join(n.IPCRoot, p)
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		return "ipc://" + p, nil
+	}
+	h, port, err := SplitTCP(endpoint)
+	if err != nil {
+		return "", err
+	}
+	var ip string
+	if bind {
+		ip, err = n.bindIP(ctx, h)
+	} else {
+		ip, err = n.dialIP(ctx, h)
+	}
+	if err != nil {
+		return "", err
+	}
+	return "tcp://" + net.JoinHostPort(ip, strconv.Itoa(port)), nil
 }
 
 func (n Net) local() bool {

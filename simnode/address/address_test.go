@@ -154,3 +154,27 @@ func TestProber(t *testing.T) {
 		t.Errorf("released ephemeral port %d did not bind again (tries %d)", e, p.Tries)
 	}
 }
+
+// TestIPCSideChannelIsTakenOver: a second ROUTER bound at one ipc path succeeds, and new clients
+// reach the later binder only — libzmq unlinks the socket file and binds anew, as vLLM's pyzmq
+// sockets do; the first binder lives on, unreachable.
+func TestIPCSideChannelIsTakenOver(t *testing.T) {
+	n := Net{ListenIP: "127.0.0.1", IPCRoot: t.TempDir()}
+	ctx := context.Background()
+	first, err := ListenSideChannel(ctx, n, "ipc:///tmp/side", "first", func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	second, err := ListenSideChannel(ctx, n, "ipc:///tmp/side", "second", func(string) {})
+	if err != nil {
+		t.Fatalf("a second ipc bind failed (libzmq takes the path over): %v", err)
+	}
+	defer second.Close()
+	for i := 0; i < 3; i++ {
+		key, err := Dial(ctx, n, "ipc:///tmp/side", "n", 2*time.Second)
+		if err != nil || key != "second" {
+			t.Fatalf("dial %d: %q, %v; want the later binder", i, key, err)
+		}
+	}
+}

@@ -101,17 +101,18 @@ type SideChannel struct {
 // Request prefix of the side-channel protocol: "widetp-address/1 <nonce>"; the answer is the key.
 const protoPrefix = "widetp-address/1 "
 
-// ListenSideChannel binds a ROUTER at endpoint. A bind the kernel refuses is a *BindError.
+// ListenSideChannel binds a ROUTER at endpoint (tcp://host:port or ipc:///path). A bind the
+// kernel refuses is a *BindError; a second bind of an ipc path succeeds and takes the path over,
+// as libzmq does (it unlinks the file and binds anew), leaving the first binder unreachable.
 func ListenSideChannel(ctx context.Context, n Net, endpoint, key string, onServe func(nonce string)) (*SideChannel, error) {
-	h, port, err := SplitTCP(endpoint)
+	real, err := n.zmqEndpoint(ctx, endpoint, true)
 	if err != nil {
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			return nil, bindError(endpoint, err)
+		}
 		return nil, err
 	}
-	ip, err := n.bindIP(ctx, h)
-	if err != nil {
-		return nil, bindError(endpoint, err)
-	}
-	real := "tcp://" + net.JoinHostPort(ip, strconv.Itoa(port))
 	zctx, err := zmq.NewContext()
 	if err != nil {
 		return nil, fmt.Errorf("side channel %s: zmq context: %w", endpoint, err)
@@ -197,13 +198,9 @@ var ErrNoAnswer = errors.New("no answer")
 // server answered with. Connecting never fails for a missing server (libzmq retries in the
 // background, as vLLM's client does); no answer within timeout is ErrNoAnswer.
 func Dial(ctx context.Context, n Net, endpoint, nonce string, timeout time.Duration) (string, error) {
-	h, port, err := SplitTCP(endpoint)
+	real, err := n.zmqEndpoint(ctx, endpoint, false)
 	if err != nil {
-		return "", err
-	}
-	ip, err := n.dialIP(ctx, h)
-	if err != nil {
-		return "", fmt.Errorf("dial %s: resolve %s: %w", endpoint, h, err)
+		return "", fmt.Errorf("dial %s: %w", endpoint, err)
 	}
 	zctx, err := zmq.NewContext()
 	if err != nil {
@@ -222,7 +219,7 @@ func Dial(ctx context.Context, n Net, endpoint, nonce string, timeout time.Durat
 		func() error { return sock.SetLinger(0) },
 		func() error { return sock.SetSndtimeo(timeout) },
 		func() error { return sock.SetRcvtimeo(timeout) },
-		func() error { return sock.Connect("tcp://" + net.JoinHostPort(ip, strconv.Itoa(port))) },
+		func() error { return sock.Connect(real) },
 	} {
 		if err := set(); err != nil {
 			return "", fmt.Errorf("dial %s: %w", endpoint, err)
