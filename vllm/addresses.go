@@ -66,9 +66,11 @@ type addrEnv struct {
 	nixlPort     int
 	p2pHost      string
 	p2pPort      int
-	hashSeed     bool
-	tmp          string
-	rpcBase      string
+	// mooncakeBootstrapPort is VLLM_MOONCAKE_BOOTSTRAP_PORT (8998).
+	mooncakeBootstrapPort int
+	hashSeed              bool
+	tmp                   string
+	rpcBase               string
 }
 
 func (cp *cmdPlanner) readAddrEnv() addrEnv {
@@ -79,7 +81,7 @@ func (cp *cmdPlanner) readAddrEnv() addrEnv {
 	for k, v := range cp.args.Env {
 		m[k] = v
 	}
-	e := addrEnv{nixlHost: "localhost", nixlPort: 5600, p2pHost: "localhost", p2pPort: 5710,
+	e := addrEnv{nixlHost: "localhost", nixlPort: 5600, p2pHost: "localhost", p2pPort: 5710, mooncakeBootstrapPort: 8998,
 		tmp: gettempdir(m), rpcBase: cp.env.rpcBasePath}
 	if v, ok := m["VLLM_PORT"]; ok {
 		// envs.get_vllm_port: int(), else a URI hint, else "must be a valid integer".
@@ -107,6 +109,9 @@ func (cp *cmdPlanner) readAddrEnv() addrEnv {
 	}
 	if n, err := pyInt(m["VLLM_P2P_SIDE_CHANNEL_PORT"]); err == nil {
 		e.p2pPort = n
+	}
+	if n, err := pyInt(m["VLLM_MOONCAKE_BOOTSTRAP_PORT"]); err == nil {
+		e.mooncakeBootstrapPort = n
 	}
 	_, e.hashSeed = m["PYTHONHASHSEED"]
 	return e
@@ -197,7 +202,7 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 	}
 	add(AddressPlan{Address: report.Address{Channel: "api-server", Role: report.AddressBind,
 		Endpoint: "tcp://" + hostPort(host, port), Key: key, Exercised: true,
-		Source: "vllm/entrypoints/openai/api_server.py setup_server (launcher.create_server_socket)"},
+		Source: "vllm/entrypoints/openai/api_server.py setup_server (launcher.create_server_socket); with --api-server-count N, run_multi_api_server binds once and hands the socket to its N API server processes"},
 		Stage: StageConfig, Flavor: BindFlavorSocket})
 	if pc == nil {
 		return
@@ -310,8 +315,54 @@ func (cp *cmdPlanner) workerAddresses(p *ProcessPlan, pc *ParallelConfig, e addr
 			cp.offloadWorkerAddresses(p, pc, c, add)
 		case nixlConnectorName:
 			cp.nixlWorkerAddresses(p, pc, e, c, add)
+		case mooncakeConnectorName:
+			cp.mooncakeWorkerAddresses(p, pc, e, c, add)
 		}
 	}
+}
+
+// mooncakeWorkerAddresses lists the P2P Mooncake connector's producer side
+// (vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py): every producer
+// worker binds its sender side channel on a random port of get_ip() and registers it with the
+// bootstrap server at get_mooncake_bootstrap_addr() — 127.0.0.1 under external or hybrid LB, the
+// master address when a replica spans nodes, else the DP master IP — and the TP 0 / PP 0 worker
+// of the designated engine (should_launch_bootstrap_server) runs that server on every interface.
+// Listed only: no run exercises them yet.
+func (cp *cmdPlanner) mooncakeWorkerAddresses(p *ProcessPlan, pc *ParallelConfig, e addrEnv, c connector, add func(AddressPlan)) {
+	if c.role != "kv_producer" && c.role != "kv_both" {
+		return
+	}
+	tp, pp := 0, 0
+	if p.Identity.TPRank != nil {
+		tp = *p.Identity.TPRank
+	}
+	if p.Identity.PPRank != nil {
+		pp = *p.Identity.PPRank
+	}
+	src := "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py"
+	launch := tp == 0 && pp == 0
+	if pc.LocalEnginesOnly() {
+		launch = launch && pc.DataParallelRankLocal != nil && *pc.DataParallelRankLocal == 0
+	} else {
+		launch = launch && pc.DataParallelIndex == 0
+	}
+	if launch {
+		add(AddressPlan{Address: report.Address{Channel: "mooncake-bootstrap", Role: report.AddressBind,
+			Endpoint: "tcp://" + hostPort("0.0.0.0", e.mooncakeBootstrapPort), Key: KeyEngineID,
+			Source: src + " should_launch_bootstrap_server, MooncakeBootstrapServer (uvicorn)"}, Stage: StageConnectorInit})
+	}
+	host := pc.DataParallelMasterIP
+	if pc.LocalEnginesOnly() {
+		host = "127.0.0.1"
+	} else if n, err := pc.NNodesWithinDP(); err == nil && n > 1 {
+		host = pc.MasterAddr
+	}
+	add(AddressPlan{Address: report.Address{Channel: "mooncake-bootstrap", Role: report.AddressConnect,
+		Endpoint: "tcp://" + hostPort(host, e.mooncakeBootstrapPort), Key: KeyEngineID,
+		Source: src + " register_worker_with_bootstrap (POST /register at get_mooncake_bootstrap_addr; retries while it refuses)"}, Stage: StageConnectorInit})
+	add(AddressPlan{Address: report.Address{Channel: "mooncake-side-channel", Role: report.AddressBind,
+		Endpoint: "tcp://" + hostPort(cp.hostIP, 0), Key: KeyEngineID,
+		Source: src + " _mooncake_sender_listener (ROUTER bind_to_random_port on get_ip())"}, Stage: StageConnectorInit})
 }
 
 // rendezvousAddresses lists what vLLM binds or dials where the model's barriers meet; the
@@ -371,6 +422,7 @@ type connector struct {
 const (
 	offloadingConnectorName = "OffloadingConnector"
 	nixlConnectorName       = "NixlConnector"
+	mooncakeConnectorName   = "MooncakeConnector"
 )
 
 func (cp *cmdPlanner) connectors() []connector {

@@ -237,6 +237,27 @@ func TestAddresses(t *testing.T) {
 					t.Errorf("DP rank 1's worker: %s", exitText(w))
 				}
 			}},
+		{name: "the P2P Mooncake connector: TP 0 of the engine runs the bootstrap server, every producer worker registers with get_mooncake_bootstrap_addr()",
+			source: "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py should_launch_bootstrap_server, get_mooncake_bootstrap_addr (127.0.0.1 under external LB)", profile: "main", moe: true,
+			nodes: []Node{
+				node("h", `vllm serve org/M -tp 16 -dp 2 --data-parallel-rank 0 --nnodes 4 --node-rank 0 --master-addr h --kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_role":"kv_producer"}'`),
+				node("f", `vllm serve org/M -tp 16 -dp 2 --data-parallel-rank 0 --nnodes 4 --node-rank 1 --master-addr h --headless --kv-transfer-config '{"kv_connector":"MooncakeConnector","kv_role":"kv_producer"}'`),
+			},
+			check: func(t *testing.T, procs []report.Process) {
+				if b := endpoints(addrOf(get(t, procs, "h/0/engine-core-0/worker-0"), "mooncake-bootstrap", report.AddressBind)); !slices.Equal(b, []string{"tcp://0.0.0.0:8998"}) {
+					t.Errorf("head TP 0: %v", b)
+				}
+				// A headless follower's workers have no data_parallel_rank_local, so none runs a
+				// server, and under external LB they register with their own host's 127.0.0.1:
+				// listed, for what it shows (no run exercises these yet).
+				fw := get(t, procs, "f/0/headless-0/worker-0")
+				if b := addrOf(fw, "mooncake-bootstrap", report.AddressBind); len(b) != 0 {
+					t.Errorf("follower TP 8 runs a server: %+v", b)
+				}
+				if c := endpoints(addrOf(fw, "mooncake-bootstrap", report.AddressConnect)); !slices.Equal(c, []string{"tcp://127.0.0.1:8998"}) {
+					t.Errorf("follower registers at %v", c)
+				}
+			}},
 		{name: "rendezvous are listed as what vLLM binds there: a local handshake is a private ipc path",
 			source: "vllm/v1/engine/utils.py launch_core_engines (get_open_zmq_ipc_path when handshake_local_only)", profile: "main", moe: true,
 			nodes: []Node{node("h", "vllm serve org/M -dp 2")},
