@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -225,7 +226,8 @@ func (p *proc) waitPeer(ctx context.Context, peer string) error {
 	ctx, cancel := context.WithTimeout(ctx, p.waitBound())
 	defer cancel()
 	for {
-		ev, err := p.store.Events(ctx, 0, 0)
+		// The newest sequence number, before the records are read: a post after it wakes the wait.
+		ev, err := p.store.Events(ctx, math.MaxUint64, 0)
 		if err != nil {
 			return err
 		}
