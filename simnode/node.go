@@ -251,7 +251,9 @@ func planNode(cfg *Config, environ []string) (*vllm.NodePlan, error) {
 	}
 	self := vllm.Node{Host: cfg.Host, GPUs: gpus, Env: modelEnv(environ, cfg.Env), Commands: cfg.Commands}
 	opts := vllm.Options{Model: vllm.Model{Name: cfg.Model.Name, MoE: cfg.Model.MoE}, Profile: profile, Seed: cfg.Seed}
-	if len(cfg.Deployment) == 0 {
+	if len(cfg.Deployment) == 0 || !vllm.DialsPeers(self) {
+		// Only a node whose processes dial another instance's advertised address needs the
+		// others planned (a 64-node deployment would otherwise plan 64 nodes on each).
 		return vllm.PlanNode(self, opts)
 	}
 	nodes := make([]vllm.Node, 0, len(cfg.Deployment))

@@ -729,6 +729,25 @@ func NIXLProducersOf(plans []*NodePlan) []NIXLProducer {
 	return out
 }
 
+// DialsPeers reports whether a node's commands build a connector whose clients dial other
+// instances' advertised addresses (a NIXL kv_consumer): only such a node needs the whole
+// deployment planned (PlanDeployment); any other node's plan is PlanNode's alone.
+func DialsPeers(n Node) bool {
+	for _, line := range n.Commands {
+		args, err := ParseServe(line)
+		if err != nil {
+			continue
+		}
+		cp := &cmdPlanner{args: args}
+		for _, c := range cp.connectors() {
+			if c.name == nixlConnectorName && c.role == "kv_consumer" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // PlanDeployment plans every node of a deployment. Consumers of NIXL handshakes need to know the
 // producers (the proxy tells vLLM's decoders per request), so when the first pass finds both, the
 // nodes are planned again with the producers known.
