@@ -307,3 +307,23 @@ func TestHangs(t *testing.T) {
 		t.Errorf("before PR #36191 the front end hangs in its config and starts nothing: %+v (%d processes)", fe.Hung, len(front))
 	}
 }
+
+// TestDialsPeers: only a NIXL kv_consumer's node needs the deployment planned
+// (nixl/base_worker.py dials the producers the proxy names).
+func TestDialsPeers(t *testing.T) {
+	tests := []struct {
+		line string
+		want bool
+	}{
+		{`vllm serve org/M --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}'`, true},
+		{`vllm serve org/M --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer"}'`, false},
+		{`vllm serve org/M --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_consumer"}]}}'`, true},
+		{`vllm serve org/M`, false},
+		{`vllm serve --no-such-flag`, false},
+	}
+	for _, tt := range tests {
+		if got := DialsPeers(node("h", tt.line)); got != tt.want {
+			t.Errorf("DialsPeers(%s) = %v, want %v", tt.line, got, tt.want)
+		}
+	}
+}
