@@ -24,7 +24,7 @@ type stepSeq struct {
 
 func newAddrSeqs(plan *vllm.NodePlan) map[vllm.Stage]*stepSeq {
 	out := map[vllm.Stage]*stepSeq{}
-	for _, st := range []vllm.Stage{vllm.StageConfig, vllm.StageEngineInit, vllm.StageConnectorInit} {
+	for _, st := range []vllm.Stage{vllm.StageConfig, vllm.StageEngineInit, vllm.StageConnectorInit, vllm.StageServing} {
 		ss := &stepSeq{order: vllm.StepOrder(plan, st), in: map[string]bool{}, bound: map[string]bool{}, turns: map[string]chan int{}}
 		for _, id := range ss.order {
 			ss.in[id] = true
@@ -57,7 +57,7 @@ func (s *sequencer) addrOpLocked(id string, req seqRequest, reply func(seqReply)
 
 // advanceAddrLocked grants each stage's due turn when its process asks for it.
 func (s *sequencer) advanceAddrLocked() {
-	for _, st := range []vllm.Stage{vllm.StageConfig, vllm.StageEngineInit, vllm.StageConnectorInit} {
+	for _, st := range []vllm.Stage{vllm.StageConfig, vllm.StageEngineInit, vllm.StageConnectorInit, vllm.StageServing} {
 		ss := s.addr[st]
 		if ss == nil {
 			continue

@@ -388,6 +388,9 @@ func (p *proc) flow(ctx context.Context) *pyError {
 			return nil
 		}
 	}
+	if e := p.listenStage(ctx); e != nil || ctx.Err() != nil {
+		return e
+	}
 	p.connectAddresses(ctx)
 	if ctx.Err() != nil {
 		return nil

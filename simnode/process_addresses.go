@@ -22,6 +22,8 @@ import (
 type addrHeld struct {
 	listeners []address.Listener
 	shared    []*address.Shared
+	// bound are sockets bound that listen later (by plan index).
+	bound map[int]*address.TCPSocket
 }
 
 func (p *proc) addrNet() address.Net {
@@ -144,24 +146,63 @@ func (p *proc) bindAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyEr
 	p.update(func(r *report.Process) { r.Addresses[i].Key = key })
 	var l address.Listener
 	var err error
-	if a.Flavor == vllm.BindFlavorSocket || strings.HasPrefix(a.Endpoint, "http://") {
+	switch {
+	case a.ListenAt != "":
+		// Python's socket.bind now, listen later (listenStage).
+		var s *address.TCPSocket
+		if s, err = address.BindTCP(ctx, p.addrNet(), a.Endpoint, a.ReusePort); err == nil {
+			if p.held.bound == nil {
+				p.held.bound = map[int]*address.TCPSocket{}
+			}
+			p.held.bound[i] = s
+			return nil
+		}
+	case a.Flavor == vllm.BindFlavorSocket || strings.HasPrefix(a.Endpoint, "http://"):
 		l, err = address.ListenTCP(ctx, p.addrNet(), a.Endpoint)
-	} else {
+	default:
 		l, err = address.ListenSideChannel(ctx, p.addrNet(), a.Endpoint, key, func(nonce string) {
 			p.update(func(r *report.Process) { r.Addresses[i].Served = append(r.Addresses[i].Served, nonce) })
 			p.publish("")
 		})
 	}
 	if err != nil {
-		var be *address.BindError
-		text := "RuntimeError: " + err.Error()
-		if errors.As(err, &be) && be.Errno != 0 {
-			text = vllm.BindErrorText(a.Flavor, a.Endpoint, int(be.Errno), address.Strerror(be.Errno))
-		}
-		p.update(func(r *report.Process) { r.Addresses[i].Error = text })
-		return &pyError{Exception: text, Where: a.Channel}
+		return p.bindFailed(i, a, err)
 	}
 	p.held.listeners = append(p.held.listeners, l)
+	return nil
+}
+
+// bindFailed records a refused bind or listen and returns the exception the process raises.
+func (p *proc) bindFailed(i int, a vllm.AddressPlan, err error) *pyError {
+	var be *address.BindError
+	text := "RuntimeError: " + err.Error()
+	if errors.As(err, &be) && be.Errno != 0 {
+		text = vllm.BindErrorText(a.Flavor, a.Endpoint, int(be.Errno), address.Strerror(be.Errno))
+	}
+	p.update(func(r *report.Process) { r.Addresses[i].Error = text })
+	return &pyError{Exception: text, Where: a.Channel}
+}
+
+// listenStage makes the sockets bound earlier listen, once the process serves (a front end's
+// HTTP socket, when uvicorn starts after the engines came up), in the host's order.
+func (p *proc) listenStage(ctx context.Context) *pyError {
+	if len(p.held.bound) == 0 {
+		return nil
+	}
+	if _, err := p.seq.AddrTurn(ctx, vllm.StageServing, p.waitBound()); err != nil && ctx.Err() == nil {
+		p.log.Warn("no listen turn; listening anyway", "err", err)
+	}
+	defer p.seq.AddrBound(vllm.StageServing)
+	for i, a := range p.plan.Addresses {
+		s := p.held.bound[i]
+		if s == nil || ctx.Err() != nil {
+			continue
+		}
+		if err := s.Listen(); err != nil {
+			p.publish("")
+			return p.bindFailed(i, a, err)
+		}
+	}
 	return nil
 }
 
@@ -280,6 +321,9 @@ func (p *proc) waitChildrenUp(ctx context.Context) bool {
 
 // closeAddresses releases what the process holds; a creator of a shared file unlinks it.
 func (p *proc) closeAddresses() {
+	for _, s := range p.held.bound {
+		s.Close()
+	}
 	for _, l := range p.held.listeners {
 		if err := l.Close(); err != nil {
 			p.log.Warn("close address", "endpoint", l.Endpoint(), "err", err)

@@ -203,7 +203,9 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 	add(AddressPlan{Address: report.Address{Channel: "api-server", Role: report.AddressBind,
 		Endpoint: "tcp://" + hostPort(host, port), Key: key, Exercised: true,
 		Source: "vllm/entrypoints/openai/api_server.py setup_server (launcher.create_server_socket); with --api-server-count N, run_multi_api_server binds once and hands the socket to its N API server processes"},
-		Stage: StageConfig, Flavor: BindFlavorSocket})
+		Stage: StageConfig, Flavor: BindFlavorSocket, ListenAt: StageServing,
+		// serve.py: setup_server(args, reuse_port=num_api_servers > 1)
+		ReusePort: pc != nil && pc.features.apiProcessCount > 1})
 	if pc == nil {
 		return
 	}

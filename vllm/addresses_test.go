@@ -64,20 +64,31 @@ func TestAddresses(t *testing.T) {
 					t.Errorf("supervisor %+v", sup)
 				}
 			}},
-		{name: "two co-located front ends on one --port: the later one's socket.bind fails",
-			source: "vllm/entrypoints/openai/api_server.py setup_server binds before create_engine_config; Linux refuses a second listener (SO_REUSEADDR or not)", profile: "main",
+		{name: "two co-located front ends on one --port: both bind, the later one's listen fails once its engines are up",
+			source: "vllm/entrypoints/openai/api_server.py setup_server (SO_REUSEADDR bind before create_engine_config), uvicorn listens in serve_http after the engines' handshake; Linux refuses only a second listener", profile: "main",
 			nodes: []Node{node("h", "CUDA_VISIBLE_DEVICES=0 vllm serve org/M", "CUDA_VISIBLE_DEVICES=1 vllm serve org/M")},
 			check: func(t *testing.T, procs []report.Process) {
 				later := get(t, procs, "h/1/api-server-0")
 				if later.Exit == nil || later.Exit.Error != "OSError: [Errno 98] Address already in use" {
 					t.Fatalf("later front end: %s", exitText(later))
 				}
+				if b := addrOf(later, "api-server", report.AddressBind); len(b) != 1 || b[0].BindSeq == 0 || b[0].Error == "" {
+					t.Errorf("later front end's socket: %+v; want bound, then refused at listen", b)
+				}
 				if first := get(t, procs, "h/0/api-server-0"); first.Exit != nil {
 					t.Errorf("first front end: %s", exitText(first))
 				}
-				// Its engine core never started: no barrier, no exit, no address step.
-				if e := get(t, procs, "h/1/engine-core-0"); e.Exit != nil || len(e.Rendezvous) != 0 || len(addrOf(e, "executor-init", "")) != 1 || addrOf(e, "executor-init", "")[0].Tried() {
-					t.Errorf("the later front end's engine core ran: %s, %+v", exitText(e), e.Rendezvous)
+				// Its engine core came up (the handshake completed) and was shut down with it.
+				if e := get(t, procs, "h/1/engine-core-0"); e.Exit == nil || e.Crashed() || len(e.Rendezvous) == 0 || e.Rendezvous[0].Error != "" {
+					t.Errorf("the later front end's engine core: %s, %+v", exitText(e), e.Rendezvous)
+				}
+				multi := predict(t, true, "main", node("g",
+					"CUDA_VISIBLE_DEVICES=0,1 vllm serve org/M -dp 2 --api-server-count 2",
+					"CUDA_VISIBLE_DEVICES=2,3 vllm serve org/M -dp 2 --api-server-count 2 --data-parallel-rpc-port 13000"))
+				for _, id := range []string{"g/0/api-server-0", "g/1/api-server-0"} {
+					if p := get(t, multi, id); p.Exit != nil {
+						t.Errorf("%s with SO_REUSEPORT (run_multi_api_server): %s; both listen", id, exitText(p))
+					}
 				}
 			}},
 		{name: "the DP master port list: every data-parallel launch probes five ports",

@@ -6,7 +6,7 @@ import "testing"
 // (vllm/v1/engine/utils.py launch_core_engines: zmq_socket_ctx(local_handshake_address,
 // zmq.ROUTER, bind=True) encloses CoreEngineProcManager), so a second binder of one address on a
 // host raises pyzmq's ZMQError itself, with no engine started and no barrier joined. Each line has
-// its own --port: two front ends on one HTTP port fail earlier, at setup_server (addresses_test.go).
+// its own --port, as co-located front ends need (addresses_test.go: the later listen is refused).
 func TestHandshakeBind(t *testing.T) {
 	const (
 		rank0      = "vllm serve org/M -tp 4 -dp 2 --data-parallel-rank 0 --data-parallel-address h --data-parallel-rpc-port 13345"

@@ -35,6 +35,14 @@ type AddressPlan struct {
 	// Peer (connects) is the ID of the process whose identity (Key) the client must reach there;
 	// a live client dials once that process is up, or gone.
 	Peer string `json:"peer,omitempty"`
+	// ListenAt (a Python socket bind) is the stage at which the bound socket starts listening:
+	// vLLM's front end binds its HTTP socket with SO_REUSEADDR in setup_server and uvicorn listens
+	// on it only once the engines are up (StageServing). Until then a second bind of the port
+	// succeeds (Linux refuses a bind only next to a listener); the later listen is refused.
+	ListenAt Stage `json:"listen_at,omitempty"`
+	// ReusePort: the socket sets SO_REUSEPORT too (run_multi_api_server's, with --api-server-count
+	// > 1); two such listeners of one port both listen, and the kernel splits the connections.
+	ReusePort bool `json:"reuse_port,omitempty"`
 }
 
 // KeyEngineID in an AddressPlan's Key stands for the process's KV engine_id when the step runs.

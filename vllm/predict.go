@@ -145,6 +145,7 @@ func (s *sim) run() {
 	s.rendezvous()
 	s.connectorInit()
 	s.lookups()
+	s.listenAddresses()
 	s.connectAddresses()
 }
 

@@ -28,6 +28,10 @@ type heldBind struct {
 	p        *simProc
 	endpoint string
 	key      string
+	// listening: the socket listens (a ZMQ or rendezvous listener at once; a front end's HTTP
+	// socket from StageServing on); reusePort: it set SO_REUSEPORT.
+	listening bool
+	reusePort bool
 }
 
 func (s *sim) addr() *addrState {
@@ -64,13 +68,16 @@ func (s *sim) addressesAt(p *simProc, st Stage) (ok bool, ev *exitEvent) {
 		case report.AddressBind:
 			key := resolveKey(a.Key, p)
 			rec.Key = key
-			if held := st2.holder(p.rec.Host, a.Endpoint); held != nil && a.Flavor != "" && !strings.HasPrefix(a.Endpoint, "ipc://") {
+			// Linux refuses a bind next to a listener of the port (SO_REUSEADDR or not), unless
+			// both set SO_REUSEPORT; an ipc bind never fails (libzmq takes the path over).
+			if held := st2.listener(p.rec.Host, a.Endpoint, a.ReusePort); held != nil && a.Flavor != "" && !strings.HasPrefix(a.Endpoint, "ipc://") {
 				rec.Error = BindErrorText(a.Flavor, a.Endpoint, AddrInUseErrno, "Address already in use")
 				return false, &exitEvent{p, 1, rec.Error}
 			}
 			st2.seq[p.rec.Host]++
 			rec.BindSeq = st2.seq[p.rec.Host]
-			st2.binds[p.rec.Host] = append(st2.binds[p.rec.Host], &heldBind{p: p, endpoint: a.Endpoint, key: key})
+			st2.binds[p.rec.Host] = append(st2.binds[p.rec.Host], &heldBind{p: p, endpoint: a.Endpoint, key: key,
+				listening: a.ListenAt == "", reusePort: a.ReusePort})
 		case report.AddressOpen:
 			rec.Key = resolveKey(a.Key, p)
 			path := resolveKey(a.Endpoint, p)
@@ -104,7 +111,7 @@ func resolveKey(k string, p *simProc) string {
 	return strings.ReplaceAll(k, KeyEngineID, p.rec.EngineID)
 }
 
-// holder returns the live bind of host that endpoint would collide with.
+// holder returns a live bind of host on endpoint's socket.
 func (a *addrState) holder(host, endpoint string) *heldBind {
 	for _, b := range a.binds[host] {
 		if b.p.alive() && report.SameSocket(b.endpoint, endpoint) {
@@ -112,6 +119,52 @@ func (a *addrState) holder(host, endpoint string) *heldBind {
 		}
 	}
 	return nil
+}
+
+// listener returns the live listener of host that a bind or listen of endpoint collides with:
+// one on the same socket, unless both set SO_REUSEPORT.
+func (a *addrState) listener(host, endpoint string, reusePort bool) *heldBind {
+	for _, b := range a.binds[host] {
+		if b.listening && b.p.alive() && report.SameSocket(b.endpoint, endpoint) && !(reusePort && b.reusePort) {
+			return b
+		}
+	}
+	return nil
+}
+
+// listenAddresses is StageServing for the sockets bound earlier that listen only now (a front
+// end's HTTP socket, once its engines are up): in host plan order, a listen next to a listener of
+// the port fails, and the process exits with the OSError uvicorn logs.
+func (s *sim) listenAddresses() {
+	st := s.addr()
+	var events []exitEvent
+	for _, p := range s.procs {
+		if !p.alive() || p.hung || p.next != len(p.plan.Rendezvous) {
+			continue
+		}
+		for i := range p.plan.Addresses {
+			a := &p.plan.Addresses[i]
+			rec := &p.rec.Addresses[i]
+			if !a.Exercised || a.ListenAt != StageServing || rec.Error != "" || rec.BindSeq == 0 {
+				continue
+			}
+			var mine *heldBind
+			for _, b := range st.binds[p.rec.Host] {
+				if b.p == p && b.endpoint == a.Endpoint {
+					mine = b
+				}
+			}
+			if held := st.listener(p.rec.Host, a.Endpoint, a.ReusePort); held != nil && held != mine {
+				rec.Error = BindErrorText(a.Flavor, a.Endpoint, AddrInUseErrno, "Address already in use")
+				events = append(events, exitEvent{p, 1, rec.Error})
+				break
+			}
+			if mine != nil {
+				mine.listening = true
+			}
+		}
+	}
+	s.exitAll(events)
 }
 
 // paperProber binds on paper: a port is free unless a live bind of the host holds it; the kernel
@@ -264,7 +317,7 @@ func (s *sim) postOrder() []*simProc {
 // hasStep: the plan has an exercised bind or open at stage st.
 func hasStep(p *ProcessPlan, st Stage) bool {
 	for _, a := range p.Addresses {
-		if a.Exercised && a.Stage == st && (a.Role == report.AddressBind || a.Role == report.AddressOpen) {
+		if a.Exercised && (a.Stage == st || a.ListenAt == st) && (a.Role == report.AddressBind || a.Role == report.AddressOpen) {
 			return true
 		}
 	}

@@ -178,3 +178,54 @@ func TestIPCSideChannelIsTakenOver(t *testing.T) {
 		}
 	}
 }
+
+// TestBindThenListen: Linux as vLLM's front ends meet it (api_server.py create_server_socket:
+// SO_REUSEADDR, bind; uvicorn listens later) — a second bind of a port nobody listens on yet
+// succeeds, the later listen is refused, a bind next to a listener is refused, and two
+// SO_REUSEPORT sockets (run_multi_api_server's) both listen.
+func TestBindThenListen(t *testing.T) {
+	ctx := context.Background()
+	probe, err := ListenTCP(ctx, local, "tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := probe.Endpoint()
+	probe.Close()
+	a, err := BindTCP(ctx, local, ep, false)
+	if err != nil {
+		t.Fatalf("first bind: %v", err)
+	}
+	defer a.Close()
+	b, err := BindTCP(ctx, local, ep, false)
+	if err != nil {
+		t.Fatalf("second bind of a port nobody listens on: %v", err)
+	}
+	defer b.Close()
+	if err := a.Listen(); err != nil {
+		t.Fatalf("first listen: %v", err)
+	}
+	var be *BindError
+	if err := b.Listen(); !errors.As(err, &be) || be.Errno != syscall.EADDRINUSE {
+		t.Fatalf("second listen: %v; want EADDRINUSE", err)
+	}
+	if _, err := BindTCP(ctx, local, ep, false); !errors.As(err, &be) || be.Errno != syscall.EADDRINUSE {
+		t.Fatalf("bind next to a listener: %v; want EADDRINUSE", err)
+	}
+	a.Close()
+	c, err := BindTCP(ctx, local, ep, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	d, err := BindTCP(ctx, local, ep, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := c.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Listen(); err != nil {
+		t.Fatalf("two SO_REUSEPORT listeners: %v; both should listen", err)
+	}
+}

@@ -59,6 +59,11 @@ func ListenTCP(ctx context.Context, n Net, endpoint string) (Listener, error) {
 	if err != nil {
 		return nil, bindError(endpoint, err)
 	}
+	return serveTCP(ln), nil
+}
+
+// serveTCP accepts and closes connections on ln until it is closed.
+func serveTCP(ln net.Listener) *tcpListener {
 	l := &tcpListener{ln: ln, endpoint: "tcp://" + ln.Addr().String(), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
@@ -70,7 +75,7 @@ func ListenTCP(ctx context.Context, n Net, endpoint string) (Listener, error) {
 			c.Close()
 		}
 	}()
-	return l, nil
+	return l
 }
 
 func (l *tcpListener) Endpoint() string { return l.endpoint }
