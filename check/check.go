@@ -34,6 +34,10 @@ var checkers = []checker{
 	{report.EngineIDMismatch, engineIDMismatch},
 	{report.DPIndexDuplicate, dpIndexDuplicate},
 	{report.RendezvousFailed, rendezvousFailed},
+	{report.AddressCollision, addressCollision},
+	{report.AddressMisrouted, addressMisrouted},
+	{report.AddressUnreachable, addressUnreachable},
+	{report.ProcessHung, processHung},
 }
 
 // Kinds lists the kinds Run can report, in its output order.

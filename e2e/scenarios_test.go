@@ -177,6 +177,7 @@ func identityDiffs(predicted, observed []report.Process) []string {
 		field("pp_rank", deref(o.PPRank), deref(p.PPRank))
 		field("lookup", string(o.LookupRole)+" "+o.LookupPath, string(p.LookupRole)+" "+p.LookupPath)
 		field("engine_id", o.EngineID, p.EngineID)
+		field("addresses", addressShapes(o.Addresses), addressShapes(p.Addresses))
 	}
 	sort.Strings(diffs)
 	return diffs
@@ -225,4 +226,14 @@ func identityViolations(rep report.Report) []string {
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
+}
+
+// addressShapes is the planned part of a process's addresses — channel, role, whether a run
+// exercises it — in order: a live process reports every address of its plan.
+func addressShapes(as []report.Address) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = fmt.Sprintf("%s %s %v", a.Channel, a.Role, a.Exercised)
+	}
+	return out
 }

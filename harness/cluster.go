@@ -332,6 +332,7 @@ func (c *Cluster) Report(ctx context.Context) (report.Report, error) {
 	}
 	SortProcesses(procs, order)
 	report.ResolveLookups(procs)
+	report.ResolveAddresses(procs)
 	c.progressf("running the checks over %d process record(s)", len(procs))
 	start = time.Now()
 	rep.Violations = check.Run(procs)

@@ -176,6 +176,16 @@ type nodeConfig struct {
 	Seed     string            `json:"seed"`
 	Store    nodeStoreURLs     `json:"store"`
 	Timeouts nodeTimeoutsJSON  `json:"timeouts"`
+	// Deployment is every node of the scenario (simnode.Config.Deployment): a node plans the
+	// whole deployment, as explain does, for the processes that dial another node's.
+	Deployment []nodeDeployment `json:"deployment,omitempty"`
+}
+
+type nodeDeployment struct {
+	Host     string            `json:"host"`
+	GPUs     int               `json:"gpus,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Commands []string          `json:"commands"`
 }
 
 type nodeModel struct {
@@ -214,6 +224,9 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts) (NodeSpec
 		Seed:     s.Name,
 		Store:    nodeStoreURLs{Metadata: url(storeMetadataPort), Master: url(storeMasterPort), Admin: url(storeAdminPort)},
 		Timeouts: nodeTimeoutsJSON{Rendezvous: t.Rendezvous.String(), Lookup: t.Lookup.String(), Store: t.Store.String()},
+	}
+	for _, m := range s.Nodes {
+		cfg.Deployment = append(cfg.Deployment, nodeDeployment{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {

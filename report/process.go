@@ -91,6 +91,13 @@ type Process struct {
 	// Rendezvous lists the rendezvous this process took part in and how each ended.
 	Rendezvous []Rendezvous `json:"rendezvous,omitempty"`
 
+	// Addresses are every address the process binds, opens, dials, probes or advertises, as the
+	// model derives them from vLLM's code, with what happened to each in a live run (Address).
+	Addresses []Address `json:"addresses,omitempty"`
+	// Hung is set when a step of the process never returned (a port allocator that spins for
+	// ever): it lives on, making no progress, until something stops it.
+	Hung *Hang `json:"hung,omitempty"`
+
 	// Ready is set by a live run once the process completed its start-up (children started,
 	// rendezvous joined, segment registered, lookup bound or answered) and serves; a prediction
 	// leaves it false. It lets a harness wait for "every process ready or exited" on the store.

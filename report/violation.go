@@ -17,11 +17,16 @@ const (
 	DPIndexDuplicate      Kind = "dp-index-duplicate"
 	RendezvousFailed      Kind = "rendezvous-failed"
 	StoreRegistrationLost Kind = "store-registration-lost"
+	AddressCollision      Kind = "address-collision"
+	AddressMisrouted      Kind = "address-misrouted"
+	AddressUnreachable    Kind = "address-unreachable"
+	ProcessHung           Kind = "process-hung"
 )
 
 // Kinds lists every known kind, in the order of the design contract.
 var Kinds = []Kind{ProcessCrashed, DPIndexMismatch, LookupPathCollision, LookupMisrouted, LookupUnreachable,
-	SegmentNameCollision, EngineIDCollision, EngineIDMismatch, DPIndexDuplicate, RendezvousFailed, StoreRegistrationLost}
+	SegmentNameCollision, EngineIDCollision, EngineIDMismatch, DPIndexDuplicate, RendezvousFailed, StoreRegistrationLost,
+	AddressCollision, AddressMisrouted, AddressUnreachable, ProcessHung}
 
 // Known reports whether k is one of the contract's kinds.
 func (k Kind) Known() bool {

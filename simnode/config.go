@@ -59,6 +59,18 @@ type Config struct {
 	// Plan, when set, is run instead of the plan the model derives from Commands: the harness can
 	// hand a node exactly the plan it predicted.
 	Plan *vllm.NodePlan `json:"plan,omitempty"`
+	// Deployment, when set, is every node of the deployment, this one included: the model then
+	// plans them all (vllm.PlanDeployment), since some processes dial another node's by what it
+	// advertises (a NIXL kv_consumer's workers dial the producers' side channels).
+	Deployment []DeploymentNode `json:"deployment,omitempty"`
+}
+
+// DeploymentNode is one node of Config.Deployment: what vllm.Node needs.
+type DeploymentNode struct {
+	Host     string            `json:"host"`
+	GPUs     int               `json:"gpus,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Commands []string          `json:"commands"`
 }
 
 // Model is the served model: its name and whether it is a mixture of experts (vLLM's DP rules
@@ -86,6 +98,9 @@ type Timeouts struct {
 	Lookup Duration `json:"lookup,omitempty"`
 	// Store bounds each request to the store, and the retries of a store that is down at start.
 	Store Duration `json:"store,omitempty"`
+	// Hang bounds a step that can spin for ever (vLLM's port allocators): after it, the process
+	// is reported hung (report.Process.Hung) and makes no further progress.
+	Hang Duration `json:"hang,omitempty"`
 }
 
 // Defaults of Timeouts.
@@ -100,6 +115,10 @@ const (
 	// DefaultStoreTimeout is Mooncake's metadata client bound (3 s total per request) plus room for
 	// a few retries of a store that is still starting.
 	DefaultStoreTimeout = 5 * time.Second
+	// DefaultHangTimeout is short next to the rendezvous bound, so that a process whose
+	// allocator spins is reported hung before the peers waiting on it give up: a loop that
+	// binds a free port and rejects it thousands of times a second has had its chance by then.
+	DefaultHangTimeout = 2 * time.Second
 )
 
 // Duration is a time.Duration that reads and writes as a Go duration string.
@@ -131,6 +150,9 @@ func (t Timeouts) withDefaults() Timeouts {
 	}
 	if t.Store == 0 {
 		t.Store = Duration(DefaultStoreTimeout)
+	}
+	if t.Hang == 0 {
+		t.Hang = Duration(DefaultHangTimeout)
 	}
 	return t
 }
@@ -164,6 +186,18 @@ func (c *Config) validate() error {
 	}
 	if c.Plan != nil && c.Plan.Host != c.Host {
 		errs = append(errs, fmt.Errorf("plan is for host %q, the node is %q", c.Plan.Host, c.Host))
+	}
+	if len(c.Deployment) > 0 {
+		self := false
+		for i, n := range c.Deployment {
+			if !hostLabel.MatchString(n.Host) {
+				errs = append(errs, fmt.Errorf("deployment[%d].host %q is not a DNS label", i, n.Host))
+			}
+			self = self || n.Host == c.Host
+		}
+		if !self {
+			errs = append(errs, fmt.Errorf("deployment does not list this node %q", c.Host))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -249,9 +249,35 @@ func planNode(cfg *Config, environ []string) (*vllm.NodePlan, error) {
 	if gpus == 0 {
 		gpus = DefaultGPUs
 	}
-	return vllm.PlanNode(
-		vllm.Node{Host: cfg.Host, GPUs: gpus, Env: modelEnv(environ, cfg.Env), Commands: cfg.Commands},
-		vllm.Options{Model: vllm.Model{Name: cfg.Model.Name, MoE: cfg.Model.MoE}, Profile: profile, Seed: cfg.Seed})
+	self := vllm.Node{Host: cfg.Host, GPUs: gpus, Env: modelEnv(environ, cfg.Env), Commands: cfg.Commands}
+	opts := vllm.Options{Model: vllm.Model{Name: cfg.Model.Name, MoE: cfg.Model.MoE}, Profile: profile, Seed: cfg.Seed}
+	if len(cfg.Deployment) == 0 || !vllm.DialsPeers(self) {
+		// Only a node whose processes dial another instance's advertised address needs the
+		// others planned (a 64-node deployment would otherwise plan 64 nodes on each).
+		return vllm.PlanNode(self, opts)
+	}
+	nodes := make([]vllm.Node, 0, len(cfg.Deployment))
+	for _, n := range cfg.Deployment {
+		if n.Host == cfg.Host {
+			nodes = append(nodes, self)
+			continue
+		}
+		g := n.GPUs
+		if g == 0 {
+			g = DefaultGPUs
+		}
+		nodes = append(nodes, vllm.Node{Host: n.Host, GPUs: g, Env: n.Env, Commands: n.Commands})
+	}
+	plans, err := vllm.PlanDeployment(nodes, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, np := range plans {
+		if np.Host == cfg.Host {
+			return np, nil
+		}
+	}
+	return nil, fmt.Errorf("the deployment's plan has no node %q", cfg.Host)
 }
 
 // DefaultGPUs is a node's GPU count when its config gives none (design.md: gpus_per_node 8).

@@ -83,6 +83,9 @@ type proc struct {
 	// plan.Rendezvous; joinRendezvous serves each barrier from its socket.
 	handshakes map[int]*rendezvous.Listener
 
+	// held are the addresses the process binds or opens (process_addresses.go).
+	held addrHeld
+
 	server  *lookup.Server
 	lclient *lookup.Client
 	mc      *mooncake.Client
@@ -94,6 +97,7 @@ func newProc(spec procSpec, status, stderr io.Writer) *proc {
 	p := &proc{spec: spec, plan: spec.Plan, id: spec.Plan.Identity.ID, stderr: stderr, status: status}
 	p.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("host", spec.Host, "process", p.id)
 	p.rec = spec.Plan.Identity
+	p.rec.Addresses = vllm.AddressRecords(spec.Plan)
 	p.rec.PID = os.Getpid()
 	p.rec.Exit, p.rec.Lookup, p.rec.Ready = nil, nil, false
 	return p
@@ -133,6 +137,15 @@ func (p *proc) snapshot() report.Process {
 	if r.Exit != nil {
 		e := *r.Exit
 		r.Exit = &e
+	}
+	r.Addresses = append([]report.Address(nil), r.Addresses...)
+	for i := range r.Addresses {
+		r.Addresses[i].Served = append([]string(nil), r.Addresses[i].Served...)
+		r.Addresses[i].Ports = append([]int(nil), r.Addresses[i].Ports...)
+	}
+	if r.Hung != nil {
+		h := *r.Hung
+		r.Hung = &h
 	}
 	return r
 }
@@ -321,15 +334,25 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	if e := p.crashAt(vllm.StageConfig); e != nil {
 		return e
 	}
+	// Address steps (process_addresses.go): a hung step parks the process until it is stopped.
+	if hung, e := p.addressStage(ctx, vllm.StageConfig); hung || e != nil || ctx.Err() != nil {
+		return parkIfHung(ctx, hung, e)
+	}
 	if e := p.crashAt(vllm.StageEngineInit); e != nil {
 		return e
+	}
+	// An engine core starts its executor (its engine-init address steps, then its workers) only
+	// once its handshakes and DP group are done (vllm.ProcessPlan.ChildrenAfterRendezvous); a
+	// front end starts its engines first.
+	late := p.plan.ChildrenAfterRendezvous
+	if !late {
+		if hung, e := p.addressStage(ctx, vllm.StageEngineInit); hung || e != nil || ctx.Err() != nil {
+			return parkIfHung(ctx, hung, e)
+		}
 	}
 	if e := p.bindHandshakes(ctx); e != nil || ctx.Err() != nil {
 		return e
 	}
-	// An engine core starts its workers only once its handshakes and DP group are done
-	// (vllm.ProcessPlan.ChildrenAfterRendezvous); a front end starts its engines first.
-	late := p.plan.ChildrenAfterRendezvous
 	if !late {
 		if e := p.startChildren(ctx); e != nil || ctx.Err() != nil {
 			return e
@@ -339,8 +362,22 @@ func (p *proc) flow(ctx context.Context) *pyError {
 		return e
 	}
 	if late {
+		if hung, e := p.addressStage(ctx, vllm.StageEngineInit); hung || e != nil || ctx.Err() != nil {
+			return parkIfHung(ctx, hung, e)
+		}
 		if e := p.startChildren(ctx); e != nil || ctx.Err() != nil {
 			return e
+		}
+	}
+	if len(p.stepsAt(vllm.StageConnectorInit)) > 0 {
+		// An engine core builds its scheduler-side connector after its workers came up; when one
+		// of them failed or hung it never does (its own failure path ends it).
+		if len(p.plan.Children) > 0 && !p.waitChildrenUp(ctx) {
+			<-ctx.Done()
+			return nil
+		}
+		if hung, e := p.addressStage(ctx, vllm.StageConnectorInit); hung || e != nil || ctx.Err() != nil {
+			return parkIfHung(ctx, hung, e)
 		}
 	}
 	if e := p.crashAt(vllm.StageConnectorInit); e != nil {
@@ -361,6 +398,13 @@ func (p *proc) flow(ctx context.Context) *pyError {
 		if ctx.Err() != nil {
 			return nil
 		}
+	}
+	if e := p.listenStage(ctx); e != nil || ctx.Err() != nil {
+		return e
+	}
+	p.connectAddresses(ctx)
+	if ctx.Err() != nil {
+		return nil
 	}
 	p.update(func(r *report.Process) { r.Ready = true })
 	p.publish(PhaseReady)
@@ -446,6 +490,16 @@ func screen(x *vllm.HandshakeExpect) func([]byte) rendezvous.Screening {
 		}
 		return rendezvous.Screening{Refuse: x.Refuse(h), Answer: vllm.HandshakeNoAnswer, Hold: h.Local}
 	}
+}
+
+// parkIfHung returns e, or, for a process whose step never returned, waits until it is stopped
+// (vLLM's would spin for ever) and returns nil: the run loop knows why it stopped.
+func parkIfHung(ctx context.Context, hung bool, e *pyError) *pyError {
+	if hung {
+		<-ctx.Done()
+		return nil
+	}
+	return e
 }
 
 // bindErrorText is the exception of a failed handshake bind: pyzmq's ZMQError with libzmq's
@@ -642,6 +696,7 @@ func (p *proc) finish(end ending, sigs <-chan os.Signal) int {
 	for _, l := range p.handshakes {
 		l.Close()
 	}
+	p.closeAddresses()
 	if p.server != nil {
 		p.server.Close()
 	}

@@ -53,8 +53,11 @@ type sequencer struct {
 	hsTurns   map[string]chan int
 	hsWaiters []hsWaiter
 	conns     map[net.Conn]bool
-	closed    bool
-	wg        sync.WaitGroup
+	// addr orders the address binds and opens of each stage (addrseq.go).
+	addr        map[vllm.Stage]*stepSeq
+	addrGranted int
+	closed      bool
+	wg          sync.WaitGroup
 	// changed is broadcast after every state change, for whoever waits on the state (await).
 	changed *sync.Cond
 }
@@ -67,8 +70,10 @@ type hsWaiter struct {
 
 // seqRequest and seqReply are the sequencer's line protocol.
 type seqRequest struct {
-	Op string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all
+	Op string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all, addr-turn, addr-bound
 	ID string `json:"id,omitempty"`
+	// Stage names the address stage of addr-turn and addr-bound.
+	Stage vllm.Stage `json:"stage,omitempty"`
 }
 
 type seqReply struct {
@@ -117,6 +122,7 @@ func newSequencer(plan *vllm.NodePlan, path string) (*sequencer, error) {
 		s.binders = append(s.binders, b.id)
 		s.isBind[b.id] = true
 	}
+	s.addr = newAddrSeqs(plan)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, fmt.Errorf("start bind sequencer at %s: %w", path, err)
@@ -227,6 +233,12 @@ func (s *sequencer) serve(c net.Conn) {
 			}()
 		case req.Op == "hs-bound":
 			s.hsBound[id] = true
+		case req.Op == "addr-turn" || req.Op == "addr-bound":
+			if e := s.addrOpLocked(id, req, reply); e != "" {
+				s.mu.Unlock()
+				reply(seqReply{Error: e})
+				return
+			}
 		case req.Op == "serving":
 			ch := make(chan struct{})
 			s.serving = append(s.serving, ch)
@@ -298,6 +310,7 @@ func (s *sequencer) await(cond func() bool, bound time.Duration) bool {
 func (s *sequencer) advanceLocked() {
 	defer s.changed.Broadcast()
 	s.advanceHandshakesLocked()
+	s.advanceAddrLocked()
 	for s.next < len(s.binders) {
 		id := s.binders[s.next]
 		if s.bound[id] || s.deadLocked(id) {

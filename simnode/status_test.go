@@ -65,6 +65,10 @@ func TestNodeStatusSettlesOnlyWhenNothingMoreHappensByItself(t *testing.T) {
 		{name: "the API server crashed at config", settled: true,
 			members: map[string]memberView{api: exitedWith(1)}, counts: [3]int{1, 0, 1}},
 		{name: "the command could not start", failedStart: true, settled: true, members: map[string]memberView{}},
+		// A hung engine core (a port allocator that never returns, vllm/utils/network_utils.py)
+		// moves no more by itself and never starts its workers.
+		{name: "the engine core hung", settled: true,
+			members: map[string]memberView{api: ready(), ec: {record: &report.Process{Hung: &report.Hang{Where: "get_open_port"}}, phase: PhaseStarted}}, counts: [3]int{2, 1, 0}},
 		// An exit its parent posted for a child that died silently: the phase alone says so.
 		{name: "an exit known only by its phase", settled: false,
 			members: map[string]memberView{api: ready(), ec: ready(), w0: ready(), w1: {phase: PhaseExited}}, pending: []string{ec}, counts: [3]int{4, 3, 1}},

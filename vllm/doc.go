@@ -61,6 +61,16 @@
 //	                              #46628, the dense external-DP check, #39907/#44528,
 //	                              #19790/#20398, #47692, #49124) and the named profiles
 //	predict.go                    the paper execution (stages, barriers, cascades, lookups)
+//	addresses.go, plan_addresses.go  every address a process binds, opens, dials, probes or
+//	                              advertises (the API socket, handshakes, the DP coordinator, port
+//	                              allocators, NIXL side channels, the tiering offload region and
+//	                              P2P control socket), with its vLLM file; PlanDeployment pairs
+//	                              NIXL consumers with the deployment's producers
+//	ports.go                      vllm/utils/network_utils.py get_open_port, get_open_ports_list,
+//	                              _get_open_port (and list(set) order)
+//	predict_addresses.go          the paper execution of the address steps
+//	profile_addresses.go          the address changes (PRs #36191, #50965, #50999, #47636, #47987,
+//	                              #26338)
 //
 // Process IDs follow report.Process.ID, "<host>/<command>/<role>-<index>[/worker-<local rank>]",
 // with index 0 for an API server, headless launcher or DP supervisor (an API server a supervisor

@@ -5,7 +5,8 @@ import "testing"
 // TestHandshakeBind: a front end binds the handshake it serves before it starts its engines
 // (vllm/v1/engine/utils.py launch_core_engines: zmq_socket_ctx(local_handshake_address,
 // zmq.ROUTER, bind=True) encloses CoreEngineProcManager), so a second binder of one address on a
-// host raises pyzmq's ZMQError itself, with no engine started and no barrier joined.
+// host raises pyzmq's ZMQError itself, with no engine started and no barrier joined. Each line has
+// its own --port, as co-located front ends need (addresses_test.go: the later listen is refused).
 func TestHandshakeBind(t *testing.T) {
 	const (
 		rank0      = "vllm serve org/M -tp 4 -dp 2 --data-parallel-rank 0 --data-parallel-address h --data-parallel-rpc-port 13345"
@@ -20,13 +21,13 @@ func TestHandshakeBind(t *testing.T) {
 	}{
 		{"the later co-located rank-0 front end on one port fails its bind",
 			"v1/engine/utils.py launch_core_engines (bind before CoreEngineProcManager)",
-			[]string{"CUDA_VISIBLE_DEVICES=0,1,2,3 " + rank0, "CUDA_VISIBLE_DEVICES=4,5,6,7 " + rank0}, "h/1/api-server-0"},
+			[]string{"CUDA_VISIBLE_DEVICES=0,1,2,3 " + rank0 + " --port 8000", "CUDA_VISIBLE_DEVICES=4,5,6,7 " + rank0 + " --port 8001"}, "h/1/api-server-0"},
 		{"front ends on different rpc ports both bind",
 			"v1/engine/utils.py launch_core_engines (get_engine_client_zmq_addr(host, data_parallel_rpc_port))",
-			[]string{"CUDA_VISIBLE_DEVICES=0,1,2,3 " + rank0, "CUDA_VISIBLE_DEVICES=4,5,6,7 " + rank0Other}, ""},
+			[]string{"CUDA_VISIBLE_DEVICES=0,1,2,3 " + rank0 + " --port 8000", "CUDA_VISIBLE_DEVICES=4,5,6,7 " + rank0Other + " --port 8001"}, ""},
 		{"a front end that fails its config never binds, so the next one does",
 			"v1/engine/utils.py launch_core_engines (reached only after create_engine_config)",
-			[]string{"CUDA_VISIBLE_DEVICES=0,1,2,3 " + badConfig, "CUDA_VISIBLE_DEVICES=4,5,6,7 " + rank0}, ""},
+			[]string{"CUDA_VISIBLE_DEVICES=0,1,2,3 " + badConfig + " --port 8000", "CUDA_VISIBLE_DEVICES=4,5,6,7 " + rank0 + " --port 8001"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

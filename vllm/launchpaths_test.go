@@ -227,7 +227,9 @@ func TestLaunchPaths(t *testing.T) {
 			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py (every child built, every child's get_num_new_matched_tokens asked)",
 			nodes: []Node{node("h",
 				`CUDA_VISIBLE_DEVICES=0 vllm serve org/M --port 8100 --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":5}}]}}'`,
-				`CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8200 --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":6}}]}}'`)},
+				// Its own NIXL side-channel port: co-located NIXL instances on one port collide
+				// (nixl/base_scheduler.py binds VLLM_NIXL_SIDE_CHANNEL_PORT + data_parallel_index).
+				`VLLM_NIXL_SIDE_CHANNEL_PORT=5700 CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8200 --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":6}}]}}'`)},
 			also: func(t *testing.T, procs []report.Process) {
 				if p := get(t, procs, "h/1/engine-core-0"); p.LookupPath != "ipc:///tmp/lookup_rpc_port_6_host_h_dp_rank0" {
 					t.Errorf("lookup path %q", p.LookupPath)

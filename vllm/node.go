@@ -18,6 +18,9 @@ type Options struct {
 	Profile Profile
 	// Seed makes the uuid4 engine_ids vLLM draws reproducible (see baseEngineID).
 	Seed string
+	// NIXLProducers are the deployment's NIXL producer engines, which the consumers' workers dial
+	// (PlanDeployment fills it; addresses.go).
+	NIXLProducers []NIXLProducer
 }
 
 // Node is one host of a deployment: its hostname (socket.gethostname() of every process on it),

@@ -164,6 +164,9 @@ type ProcessPlan struct {
 	// (vllm/v1/engine/core.py EngineCoreProc.__init__: _perform_handshakes, _init_data_parallel,
 	// then EngineCore.__init__ builds the executor), so a refused or stranded engine has no workers.
 	ChildrenAfterRendezvous bool `json:"children_after_rendezvous,omitempty"`
+	// Addresses are every address the process binds, opens, dials, probes or advertises
+	// (plan_addresses.go); the Exercised ones are steps a run executes.
+	Addresses []AddressPlan `json:"addresses,omitempty"`
 }
 
 // ChildFailurePlaceholder ends a ChildFailure whose text names the failed children.

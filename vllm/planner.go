@@ -27,6 +27,8 @@ type cmdPlanner struct {
 	// nprocs counts the processes planned for this command (see maxProcessesPerCommand).
 	nprocs int
 	err    error
+	// pcs holds each process's own ParallelConfig by ID, for the address rules (addresses.go).
+	pcs map[string]*ParallelConfig
 }
 
 // maxProcessesPerCommand bounds what one command may start in the simulation. A real launch
@@ -92,6 +94,7 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	default:
 		top = cp.apiServer(args, 0, "", dec.apiServerCount)
 	}
+	cp.planAddresses(top)
 	return top, cp.err
 }
 
@@ -122,6 +125,10 @@ func (cp *cmdPlanner) engineInput(a *ServeArgs, headless bool, apiProcessCount i
 func (cp *cmdPlanner) identity(id, parent string, role report.Role, pc *ParallelConfig) report.Process {
 	p := report.Process{ID: id, Parent: parent, Host: cp.node.Host, Command: cp.cmd, Role: role}
 	if pc != nil {
+		if cp.pcs == nil {
+			cp.pcs = map[string]*ParallelConfig{}
+		}
+		cp.pcs[id] = pc
 		p.DataParallelSize = pc.DataParallelSize
 		p.DataParallelRank = pc.DataParallelRank
 		p.DataParallelRankLocal = copyInt(pc.DataParallelRankLocal)

@@ -73,10 +73,12 @@ func Predict(d Deployment) ([]report.Process, error) {
 			return nil, fmt.Errorf("predict %s: host %q appears twice", d.Name, n.Host)
 		}
 		hosts[n.Host] = true
-		np, err := PlanNode(n, opts)
-		if err != nil {
-			return nil, fmt.Errorf("predict %s: %w", d.Name, err)
-		}
+	}
+	plans, err := PlanDeployment(d.Nodes, opts)
+	if err != nil {
+		return nil, fmt.Errorf("predict %s: %w", d.Name, err)
+	}
+	for _, np := range plans {
 		for _, top := range np.Commands {
 			s.add(top, nil)
 		}
@@ -84,8 +86,8 @@ func Predict(d Deployment) ([]report.Process, error) {
 	s.run()
 	out := make([]report.Process, 0, len(s.procs))
 	for _, p := range s.procs {
-		if !p.started && bindFailedBelow(p) {
-			continue // below a failed handshake bind: no run ever starts it
+		if !p.started && (bindFailedBelow(p) || hungAbove(p)) {
+			continue // below a failed handshake bind or a hung process: no run ever starts it
 		}
 		out = append(out, p.rec)
 	}
@@ -106,6 +108,9 @@ type simProc struct {
 	bindFailed bool
 	// next is the index of the next RendezvousPlan to join; len(plan.Rendezvous) once all done.
 	next int
+	// hung: an address step never returned (predict_addresses.go); the process lives on without
+	// progress and starts no children.
+	hung bool
 }
 
 func (p *simProc) alive() bool { return p.started && !p.exited }
@@ -114,10 +119,13 @@ type sim struct {
 	procs []*simProc // every process, host order then tree order (preorder)
 	// bound holds the BindsEarly addresses by barrierKey and the process that bound each.
 	bound map[string]*simProc
+	// addrs is the paper state of the address steps (predict_addresses.go).
+	addrs *addrState
 }
 
 func (s *sim) add(plan *ProcessPlan, parent *simProc) *simProc {
 	p := &simProc{plan: plan, rec: plan.Identity, parent: parent}
+	p.rec.Addresses = AddressRecords(plan)
 	s.procs = append(s.procs, p)
 	for _, c := range plan.Children {
 		p.children = append(p.children, s.add(c, p))
@@ -141,6 +149,8 @@ func (s *sim) run() {
 	s.rendezvous()
 	s.connectorInit()
 	s.lookups()
+	s.listenAddresses()
+	s.connectAddresses()
 }
 
 // start is a process starting: it raises at config, or it starts its children.
@@ -148,6 +158,9 @@ func (s *sim) start(p *simProc) {
 	p.started = true
 	if p.plan.Crash != nil && p.plan.Crash.Stage == StageConfig {
 		s.exit(p, 1, p.plan.Crash.Error)
+		return
+	}
+	if !s.stepAddresses(p, StageConfig) {
 		return
 	}
 	if !s.bindEarly(p) {
@@ -159,7 +172,13 @@ func (s *sim) start(p *simProc) {
 	s.startChildren(p)
 }
 
+// startChildren is the rest of p's start once it may start its children: its engine-init address
+// steps (an executor's get_open_port comes with the executor, which starts the workers), then the
+// children.
 func (s *sim) startChildren(p *simProc) {
+	if (p.plan.Crash == nil || p.plan.Crash.Stage != StageEngineInit) && !s.stepAddresses(p, StageEngineInit) {
+		return
+	}
 	for _, c := range p.children {
 		if !p.alive() {
 			return
@@ -199,7 +218,7 @@ func pendingStart(p *simProc) bool {
 		return false
 	}
 	if par.started {
-		return par.alive() && par.plan.ChildrenAfterRendezvous && par.next < len(par.plan.Rendezvous)
+		return par.alive() && !par.hung && par.plan.ChildrenAfterRendezvous && par.next < len(par.plan.Rendezvous)
 	}
 	return pendingStart(par)
 }
@@ -366,7 +385,7 @@ func (s *sim) settle(b *barrier, force bool) bool {
 		switch {
 		case pendingStart(m.p) && !force:
 			return false // this member starts once its parent is through its own barriers
-		case !m.p.alive():
+		case !m.p.alive() || m.p.hung:
 			gone = true
 		case m.p.next == m.idx:
 			arrived = append(arrived, m)
@@ -567,11 +586,11 @@ func (s *sim) connectorInit() {
 			}
 		}
 	}
-	var crashing []exitEvent
+	crashing, failed := s.connectorAddresses(ready)
 	segPorts := map[string]int{}
 	bindSeq := map[string]int{}
 	for _, p := range s.procs {
-		if !ready(p) {
+		if !ready(p) || failed[p] {
 			continue
 		}
 		if c := p.plan.Crash; c != nil && c.Stage == StageConnectorInit {

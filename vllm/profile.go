@@ -11,6 +11,16 @@ import (
 type Profile struct {
 	// Name is the named profile, or "<base>+<change>=<value>,..." for a resolved map.
 	Name string `json:"name"`
+	// The address rules (profile_addresses.go): how vLLM's port allocators scan (PRs #36191,
+	// #50965), how a single-node executor's workers meet (PR #50999), where the KV-offload P2P
+	// control socket binds (PR #47636), what names the offload shared-memory region (PR #47987),
+	// and who listens on the NIXL side channel (PR #26338).
+	VLLMPortList       string `json:"vllm_port_list"`
+	OpenPortReserved   string `json:"open_port_reserved"`
+	ExecutorRendezvous string `json:"executor_rendezvous"`
+	OffloadP2PPort     string `json:"offload_p2p_port"`
+	OffloadRegionKey   string `json:"offload_region_key"`
+	NIXLSideChannel    string `json:"nixl_side_channel"`
 	// MooncakeDPIndex is the Mooncake store connector's DP engine index rule (PR #48061).
 	MooncakeDPIndex string `json:"mooncake_dp_index"`
 	// NNodesWithinDP is ParallelConfig.nnodes_within_dp's rounding (PR #53743).

@@ -32,6 +32,7 @@ func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []r
 		delete(byHost, n.Host)
 		fmt.Fprintf(w, "\nnode %s: %d GPUs, %d command(s), %d process(es)\n", n.Host, n.GPUs, len(n.Commands), len(procs))
 		writeProcessTable(w, procs)
+		writeAddressTable(w, procs)
 	}
 	// A record on a host the scenario does not name would be a model bug; show it rather than drop it.
 	for _, h := range sortedKeys(byHost) {
@@ -187,4 +188,57 @@ func contains(xs []string, x string) bool {
 		}
 	}
 	return false
+}
+
+// writeAddressTable lists every address of the node's processes (report.Address): what each binds,
+// opens, dials, probes or advertises, and what came of it. Addresses that are listed only (vLLM
+// binds them with port 0, or the rendezvous layer meets there) say so.
+func writeAddressTable(w io.Writer, procs []report.Process) {
+	n := 0
+	for _, p := range procs {
+		n += len(p.Addresses)
+	}
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "  addresses (%d)\n", n)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    PROCESS\tCHANNEL\tROLE\tENDPOINT\tKEY\tOUTCOME")
+	for _, p := range procs {
+		for _, a := range p.Addresses {
+			fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%s\t%s\n", p.ID, a.Channel, a.Role, a.Endpoint, dash(a.Key), addressOutcome(p, a))
+		}
+	}
+	tw.Flush()
+}
+
+// addressOutcome says what happened to an address, or what would (a prediction).
+func addressOutcome(p report.Process, a report.Address) string {
+	switch {
+	case !a.Exercised:
+		return "(listed)"
+	case a.Error != "":
+		return a.Error
+	case a.Role == report.AddressProbe && len(a.Ports) > 0:
+		return "ports " + strings.Trim(strings.Join(strings.Fields(fmt.Sprint(a.Ports)), ","), "[]")
+	case a.Role == report.AddressProbe && p.Hung != nil:
+		return "hung: " + p.Hung.Where
+	case a.Role == report.AddressBind && a.BindSeq > 0:
+		s := "bound #" + strconv.Itoa(a.BindSeq)
+		if len(a.Served) > 0 {
+			s += fmt.Sprintf(", answered %d", len(a.Served))
+		}
+		return s
+	case a.Role == report.AddressOpen && a.ServedBy == p.ID:
+		return "created #" + strconv.Itoa(a.BindSeq)
+	case a.Role == report.AddressOpen && a.ServedBy != "":
+		return "opened " + a.ServedBy + "'s"
+	case a.Role == report.AddressConnect && a.ServedBy != "":
+		return "answered by " + a.ServedBy
+	case a.Role == report.AddressConnect && a.Nonce != "":
+		return "answered"
+	case a.Role == report.AddressAdvertise:
+		return "advertised"
+	}
+	return "-"
 }

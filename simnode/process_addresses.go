@@ -1,0 +1,337 @@
+package simnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/widetp/widetp/fakestore/api"
+	"github.com/widetp/widetp/report"
+	"github.com/widetp/widetp/simnode/address"
+	"github.com/widetp/widetp/vllm"
+)
+
+// A process's address steps (vllm.AddressPlan), executed for real: at each stage its exercised
+// binds and opens (in its host's step order, through the sequencer), probes (vLLM's allocators
+// against real binds, a hang caught by the hang bound), and once it serves, its dials.
+
+// addrHeld is what a process holds open until it exits.
+type addrHeld struct {
+	listeners []address.Listener
+	shared    []*address.Shared
+	// bound are sockets bound that listen later (by plan index).
+	bound map[int]*address.TCPSocket
+}
+
+func (p *proc) addrNet() address.Net {
+	return address.Net{ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver(), IPCRoot: p.spec.Runtime.IPCRoot}
+}
+
+// hangBound is how long an allocator may spin before the run calls the process hung.
+func (p *proc) hangBound() time.Duration { return time.Duration(p.spec.Timeouts.withDefaults().Hang) }
+
+// addressStage runs the process's exercised steps of stage st. hung is set when an allocator
+// never returned within the hang bound: the process then makes no further progress.
+func (p *proc) addressStage(ctx context.Context, st vllm.Stage) (hung bool, failed *pyError) {
+	steps := p.stepsAt(st)
+	if len(steps) == 0 {
+		return false, nil
+	}
+	turnTaken := false
+	release := func() {
+		if turnTaken {
+			p.seq.AddrBound(st)
+			turnTaken = false
+		}
+	}
+	defer release()
+	for _, i := range steps {
+		a := p.plan.Addresses[i]
+		if ctx.Err() != nil {
+			return false, nil
+		}
+		if (a.Role == report.AddressBind || a.Role == report.AddressOpen) && !turnTaken {
+			turn, err := p.seq.AddrTurn(ctx, st, p.waitBound())
+			if ctx.Err() != nil {
+				return false, nil
+			}
+			if err != nil {
+				// Determinism is lost, the bind is not: it still shows who holds what.
+				p.log.Warn("no address bind turn; binding anyway", "stage", st, "err", err)
+			}
+			turnTaken = true
+			p.update(func(r *report.Process) {
+				for _, j := range steps {
+					if k := p.plan.Addresses[j].Role; k == report.AddressBind || k == report.AddressOpen {
+						r.Addresses[j].BindSeq = turn
+					}
+				}
+			})
+		}
+		var hang *report.Hang
+		var e *pyError
+		switch a.Role {
+		case report.AddressProbe:
+			hang, e = p.probe(ctx, i, a)
+		case report.AddressBind:
+			e = p.bindAddress(ctx, i, a)
+		case report.AddressOpen:
+			e = p.openAddress(ctx, i, a)
+		}
+		if hang != nil {
+			release()
+			p.update(func(r *report.Process) { r.Hung = hang })
+			p.publish("")
+			// No later binder of the host waits for a process that will never get there.
+			p.seq.Exited(p.id)
+			return true, nil
+		}
+		if e != nil {
+			p.publish("")
+			return false, e
+		}
+		if a.Raises != "" {
+			p.publish("")
+			return false, &pyError{Exception: a.Raises, Where: a.Channel}
+		}
+	}
+	p.publish("")
+	return false, nil
+}
+
+// stepsAt lists the indexes of the exercised non-dial steps of stage st, in plan order.
+func (p *proc) stepsAt(st vllm.Stage) []int {
+	var out []int
+	for i, a := range p.plan.Addresses {
+		if a.Exercised && a.Stage == st && a.Role != report.AddressConnect && a.Role != report.AddressAdvertise {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// resolve fills the plan's KeyEngineID placeholders with the process's engine_id now.
+func (p *proc) resolve(s string) string {
+	return strings.ReplaceAll(s, vllm.KeyEngineID, p.snapshot().EngineID)
+}
+
+func (p *proc) probe(ctx context.Context, i int, a vllm.AddressPlan) (*report.Hang, *pyError) {
+	if a.Alloc == nil {
+		return nil, &pyError{Exception: "RuntimeError: probe " + a.Channel + " has no allocator", Where: a.Channel}
+	}
+	bound := p.hangBound()
+	start := time.Now()
+	prober := &address.Prober{Net: p.addrNet()}
+	ports, err := a.Alloc.Run(prober, func(int) bool { return ctx.Err() != nil || time.Since(start) >= bound })
+	var spin *vllm.SpinError
+	switch {
+	case ctx.Err() != nil:
+		return nil, nil
+	case errors.As(err, &spin):
+		return &report.Hang{Where: spin.Where, Deadline: bound.String(),
+			Detail: fmt.Sprintf("%s; %d binds in %v", spin.Detail, prober.Tries, time.Since(start).Round(time.Millisecond))}, nil
+	case err != nil:
+		p.update(func(r *report.Process) { r.Addresses[i].Error = err.Error() })
+		return nil, &pyError{Exception: err.Error(), Where: a.Alloc.Func + " (vllm/utils/network_utils.py)"}
+	}
+	p.update(func(r *report.Process) { r.Addresses[i].Ports = ports })
+	return nil, nil
+}
+
+func (p *proc) bindAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyError {
+	key := p.resolve(a.Key)
+	p.update(func(r *report.Process) { r.Addresses[i].Key = key })
+	var l address.Listener
+	var err error
+	switch {
+	case a.ListenAt != "":
+		// Python's socket.bind now, listen later (listenStage).
+		var s *address.TCPSocket
+		if s, err = address.BindTCP(ctx, p.addrNet(), a.Endpoint, a.ReusePort); err == nil {
+			if p.held.bound == nil {
+				p.held.bound = map[int]*address.TCPSocket{}
+			}
+			p.held.bound[i] = s
+			return nil
+		}
+	case a.Flavor == vllm.BindFlavorSocket || strings.HasPrefix(a.Endpoint, "http://"):
+		l, err = address.ListenTCP(ctx, p.addrNet(), a.Endpoint)
+	default:
+		l, err = address.ListenSideChannel(ctx, p.addrNet(), a.Endpoint, key, func(nonce string) {
+			p.update(func(r *report.Process) { r.Addresses[i].Served = append(r.Addresses[i].Served, nonce) })
+			p.publish("")
+		})
+	}
+	if err != nil {
+		return p.bindFailed(i, a, err)
+	}
+	p.held.listeners = append(p.held.listeners, l)
+	return nil
+}
+
+// bindFailed records a refused bind or listen and returns the exception the process raises.
+func (p *proc) bindFailed(i int, a vllm.AddressPlan, err error) *pyError {
+	var be *address.BindError
+	text := "RuntimeError: " + err.Error()
+	if errors.As(err, &be) && be.Errno != 0 {
+		text = vllm.BindErrorText(a.Flavor, a.Endpoint, int(be.Errno), address.Strerror(be.Errno))
+	}
+	p.update(func(r *report.Process) { r.Addresses[i].Error = text })
+	return &pyError{Exception: text, Where: a.Channel}
+}
+
+// listenStage makes the sockets bound earlier listen, once the process serves (a front end's
+// HTTP socket, when uvicorn starts after the engines came up), in the host's order.
+func (p *proc) listenStage(ctx context.Context) *pyError {
+	if len(p.held.bound) == 0 {
+		return nil
+	}
+	if _, err := p.seq.AddrTurn(ctx, vllm.StageServing, p.waitBound()); err != nil && ctx.Err() == nil {
+		p.log.Warn("no listen turn; listening anyway", "err", err)
+	}
+	defer p.seq.AddrBound(vllm.StageServing)
+	for i, a := range p.plan.Addresses {
+		s := p.held.bound[i]
+		if s == nil || ctx.Err() != nil {
+			continue
+		}
+		if err := s.Listen(); err != nil {
+			p.publish("")
+			return p.bindFailed(i, a, err)
+		}
+	}
+	return nil
+}
+
+func (p *proc) openAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyError {
+	key, endpoint := p.resolve(a.Key), p.resolve(a.Endpoint)
+	file, err := address.SharedFile(endpoint, p.spec.Runtime.IPCRoot)
+	var sh *address.Shared
+	if err == nil {
+		_, _, st := p.timeouts()
+		sh, err = address.OpenShared(ctx, file, p.id, key, st)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		text := err.Error()
+		if !strings.Contains(text, "Error: ") {
+			text = "OSError: " + text
+		}
+		p.update(func(r *report.Process) {
+			r.Addresses[i].Key, r.Addresses[i].Endpoint, r.Addresses[i].Error = key, endpoint, text
+		})
+		return &pyError{Exception: text, Where: a.Channel}
+	}
+	p.held.shared = append(p.held.shared, sh)
+	p.update(func(r *report.Process) {
+		r.Addresses[i].Key, r.Addresses[i].Endpoint, r.Addresses[i].ServedBy = key, endpoint, sh.CreatorID
+	})
+	return nil
+}
+
+// connectAddresses dials the process's StageServing connects: each once the process it must
+// reach is up (or gone), as vLLM's clients dial once a request names their peer.
+func (p *proc) connectAddresses(ctx context.Context) {
+	_, lookupT, _ := p.timeouts()
+	for i, a := range p.plan.Addresses {
+		if !a.Exercised || a.Role != report.AddressConnect || ctx.Err() != nil {
+			continue
+		}
+		if a.Peer != "" {
+			if err := p.waitPeer(ctx, a.Peer); err != nil && ctx.Err() == nil {
+				p.log.Warn("peer not seen up; dialling anyway", "peer", a.Peer, "err", err)
+			}
+		}
+		nonce := address.Nonce(p.spec.Seed, p.id, i)
+		_, err := address.Dial(ctx, p.addrNet(), a.Endpoint, nonce, lookupT)
+		if ctx.Err() != nil {
+			return
+		}
+		p.update(func(r *report.Process) {
+			r.Addresses[i].Nonce = nonce
+			if err != nil {
+				r.Addresses[i].Error = err.Error()
+			}
+		})
+		p.publish("")
+	}
+}
+
+// waitPeer waits, bounded, until the store has a record of peer that is ready, hung or exited.
+func (p *proc) waitPeer(ctx context.Context, peer string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.waitBound())
+	defer cancel()
+	for {
+		// The newest sequence number, before the records are read: a post after it wakes the wait.
+		ev, err := p.store.Events(ctx, math.MaxUint64, 0)
+		if err != nil {
+			return err
+		}
+		recs, err := p.store.Reports(ctx)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if r.ID == peer && (r.Ready || r.Exit != nil || r.Hung != nil) {
+				return nil
+			}
+		}
+		if _, err := p.store.WaitFor(ctx, ev.LastSeq, func(e api.Event) bool { return e.Process == peer }); err != nil {
+			return err
+		}
+	}
+}
+
+// waitChildrenUp waits, bounded, until every child is ready, and reports whether they all are:
+// an engine core builds its scheduler-side connector once its executor's workers are up. A child
+// that failed or hung means they never will be: the failure reaches this process through its own
+// path (the run loop ends it), and a hung child holds it as vLLM's executor would be held.
+func (p *proc) waitChildrenUp(ctx context.Context) bool {
+	deadline := time.NewTimer(p.waitBound())
+	defer deadline.Stop()
+	for {
+		up := true
+		for _, c := range p.plan.Children {
+			rec := p.fam.record(c.Identity.ID)
+			switch {
+			case rec != nil && (rec.Exit != nil || rec.Hung != nil), p.fam.phase(c.Identity.ID) == PhaseExited:
+				return false
+			case p.fam.phase(c.Identity.ID) != PhaseReady:
+				up = false
+			}
+		}
+		if up {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			p.log.Warn("children not up; building the scheduler side anyway", "bound", p.waitBound())
+			return true
+		case <-p.fam.changed:
+		}
+	}
+}
+
+// closeAddresses releases what the process holds; a creator of a shared file unlinks it.
+func (p *proc) closeAddresses() {
+	for _, s := range p.held.bound {
+		s.Close()
+	}
+	for _, l := range p.held.listeners {
+		if err := l.Close(); err != nil {
+			p.log.Warn("close address", "endpoint", l.Endpoint(), "err", err)
+		}
+	}
+	for _, s := range p.held.shared {
+		if err := s.Close(); err != nil {
+			p.log.Warn("release shared file", "err", err)
+		}
+	}
+}
