@@ -38,34 +38,45 @@ def _key(host, addr):
     return cv.barrier_key(host, cv.strip_scheme(addr))
 
 
-def front_ends(tops):
-    """Every front end that bound a handshake: key -> record."""
-    out = {}
+def _binders(tops):
+    """Every front end that bound a handshake, in deployment order: (key, record)."""
+    out = []
     for top in tops:
         for r in walk(top):
             b = (r.get("extra") or {}).get("handshake_bind")
             if b:
-                out.setdefault(_key(r["host"], b), r)
+                out.append((_key(r["host"], b), r))
+    return out
+
+
+def front_ends(tops):
+    """The front end serving each handshake key: the first binder (a later binder of the same
+    address on one host fails its bind, vllm/plan.go StageHandshakeBind)."""
+    out = {}
+    for key, r in _binders(tops):
+        out.setdefault(key, r)
     return out
 
 
 def remote_feeds(tops):
-    """For every front end, the HELLO and READY messages of the engines outside its own tree
-    that dial its handshake, in deployment order."""
+    """For every front end, the HELLO and READY messages of the engines outside its own tree that
+    dial its handshake, in deployment order. Engines below another binder of the same address
+    never start (that binder fails its bind), so they send nothing."""
+    binders = _binders(tops)
     fes = front_ends(tops)
     feeds = {}
     for key, fe in fes.items():
         hs = fe.get("handshake")
         if not hs or all(local for _, local in hs["engines"]):
             continue
-        own = None
-        for top in tops:
-            if in_tree(top, fe["id"]):
-                own = _descendant_ids(_find(top, fe["id"]))
+        skip = set()
+        for k, other in binders:
+            if k == key:
+                skip |= _descendant_ids(other)
         msgs = []
         for top in tops:
             for r in walk(top):
-                if r.get("id") in own:
+                if r.get("id") in skip:
                     continue
                 for h in r.get("hello") or []:
                     if _key(r["host"], h["address"]) == key:

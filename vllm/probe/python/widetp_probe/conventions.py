@@ -140,7 +140,8 @@ class ZMQHooks:
         if sock.type == zmq_standin.SOCKET_TYPES["DEALER"] and sock.identity:
             msg = getattr(frames[-1], "obj", None)
             if isinstance(msg, dict) and "status" in msg:
-                proc.hello.append({"address": sock.addresses[-1], "index": int.from_bytes(sock.identity, "little"),
+                proc.hello.append({"from": proc.id, "address": sock.addresses[-1],
+                                   "index": int.from_bytes(sock.identity, "little"),
                                    "status": msg["status"], "local": bool(msg["local"]),
                                    "headless": bool(msg["headless"]),
                                    "parallel_config_hash": msg.get("parallel_config_hash")})
@@ -188,7 +189,12 @@ def feed_front_end(handshake_socket, proc):
                 msgs.append(h)
     msgs.extend(launch.REMOTE_FEED.get(proc.id, []))
     queue = []
+    # A ROUTER socket (no handover) rejects a second peer that connects with an identity already
+    # in use: its messages never arrive.
+    owner = {}
     for h in msgs:
+        if owner.setdefault(h["index"], h.get("from")) != h.get("from"):
+            continue
         payload = {"status": h["status"], "local": h["local"], "headless": h["headless"]}
         if h.get("parallel_config_hash") is not None:
             payload["parallel_config_hash"] = h["parallel_config_hash"]

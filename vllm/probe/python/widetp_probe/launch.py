@@ -146,10 +146,12 @@ class _SimProcess:
         self.daemon = daemon
 
     def start(self):
-        role, index = _classify(self.target, self.kwargs)
+        role, index = _classify(self.target, self.args, self.kwargs)
         if role is None:
             return  # DP coordinator, API server processes: no identity, not planned
         rec = run_child(role, index, lambda: self.target(*self.args, **self.kwargs), self.kwargs)
+        if role == "api-server":
+            rec["parent"] = CURRENT.id
         CURRENT.children.append(rec)
 
     def is_alive(self):
@@ -173,8 +175,10 @@ class _Sentinel:
         return -1
 
 
-def _classify(target, kwargs):
+def _classify(target, args, kwargs):
     name = getattr(target, "__qualname__", "") or ""
+    if name == "_run_vllm_dp_server":
+        return "api-server", args[0].data_parallel_rank
     if name.endswith("run_engine_core"):
         return "engine-core", kwargs.get("dp_rank", 0)
     if name.endswith("worker_main"):
@@ -200,6 +204,20 @@ class _Conn:
 
     def fileno(self):
         return -1
+
+
+class _OSStandIn:
+    """os as dp_supervisor sees it: its children's setpgrp must not detach the simulated process
+    from the probe's process group (a timeout kills that group)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def setpgrp(self):
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
 
 
 class _MPContext:
@@ -549,6 +567,22 @@ def patch_vllm(model):
             pass
 
     serve.APIServerProcessManager = _APIServers
+
+    # The multi-port DP supervisor starts one external-LB API server per local rank with
+    # multiprocessing's spawn context, then monitors them over HTTP (the cut).
+    import types
+
+    import vllm.entrypoints.openai.dp_supervisor as sup
+
+    sup.multiprocessing = types.SimpleNamespace(get_context=lambda method=None: ctx)
+    real_start_children = sup.DPSupervisor._start_children
+
+    def start_children(self):
+        real_start_children(self)
+        raise Stop()
+
+    sup.DPSupervisor._start_children = start_children
+    sup.os = _OSStandIn(sup.os)
 
     def wait_for_completion_or_failure(*a, **k):
         raise Stop()
