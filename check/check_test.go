@@ -230,6 +230,53 @@ func TestRun(t *testing.T) {
 				{report.RendezvousFailed, []string{"a/0/engine-core-0/worker-0"}, []string{"workers rendezvous at 127.0.0.1:29500@a"}},
 				{report.RendezvousFailed, []string{"b/0/engine-core-0/worker-0"}, []string{"workers rendezvous at 127.0.0.1:29500@b"}},
 			}},
+		// A process that died before it built its KV connector never used its engine_id or
+		// Mooncake DP index: its failure is reported, a mismatch of those would mislead.
+		{name: "workers that died in their torch rendezvous hold their own engine_id: no mismatch", source: "vllm/v1/worker/gpu_worker.py: the world before ensure_kv_transfer_initialized (kv_transfer_state.py broadcasts the engine_id there)",
+			procs: edit(healthy, chain(func(p *report.Process) {
+				p.EngineID = "eid-follower"
+				p.Rendezvous = []report.Rendezvous{{Kind: "workers", Address: "r0-head:29500", Error: "timed out", Missing: []string{"rank 0"}}}
+			}, crash("torch.distributed.DistStoreError: Timed out")), "r0-follower1/0/headless-0/worker-0", "r0-follower1/0/headless-0/worker-1"),
+			want: []want{
+				{report.ProcessCrashed, []string{"r0-follower1/0/headless-0/worker-0"}, []string{"DistStoreError"}},
+				{report.ProcessCrashed, []string{"r0-follower1/0/headless-0/worker-1"}, []string{"DistStoreError"}},
+				{report.RendezvousFailed, []string{"r0-follower1/0/headless-0/worker-0", "r0-follower1/0/headless-0/worker-1", "rank 0"}, []string{"workers rendezvous at r0-head:29500"}},
+			}},
+		{name: "a worker that died in its rendezvous never used its Mooncake index", source: "mooncake_store_worker.py: the index is computed in MooncakeStoreWorker.__init__, after the world",
+			procs: edit(healthy, chain(mooncake(7), func(p *report.Process) {
+				p.Rendezvous = []report.Rendezvous{{Kind: "workers", Address: "r1-head:29500", Error: "timed out"}}
+			}, crash("torch.distributed.DistStoreError: Timed out")), "r1-follower1/0/headless-0/worker-0"),
+			want: []want{
+				{report.ProcessCrashed, []string{"r1-follower1/0/headless-0/worker-0"}, []string{"DistStoreError"}},
+				{report.RendezvousFailed, []string{"r1-follower1/0/headless-0/worker-0"}, nil},
+			}},
+		{name: "a worker that exited before any rendezvous never used its index either", source: "vllm/v1/worker/gpu_worker.py init_device fails before the world",
+			procs: edit(healthy, chain(mooncake(7), crash("AssertionError: DP adjusted local rank 8 is out of bounds. ")), "r1-follower1/0/headless-0/worker-0"),
+			want:  []want{{report.ProcessCrashed, []string{"r1-follower1/0/headless-0/worker-0"}, []string{"out of bounds"}}}},
+		{name: "a worker that completed its world and lives is compared", source: "mooncake_store_worker.py after the world",
+			procs: edit(healthy, chain(mooncake(7), func(p *report.Process) {
+				p.Rendezvous = []report.Rendezvous{{Kind: "workers", Address: "r1-head:29500"}}
+			}), "r1-follower1/0/headless-0/worker-0"),
+			want: []want{{report.DPIndexMismatch, []string{"r1-follower1/0/headless-0/worker-0", "r1-head/0/engine-core-0"}, []string{"Mooncake DP index 7"}}}},
+		{name: "workers that never started (their engine was refused at its handshake): no mismatch, no lookup holder", source: "vllm/v1/engine/core.py: handshakes before the executor; the paper run keeps the unstarted records",
+			procs: edit(edit(healthy, chain(crash("RuntimeError: Did not receive response from front-end process within 5 minutes"), func(p *report.Process) {
+				p.Rendezvous = []report.Rendezvous{{Kind: "dp", Address: "r0-head:29550", Error: "no answer"}}
+				p.Lookup = nil
+			}), "r1-head/0/engine-core-0"),
+				func(p *report.Process) {
+					p.EngineID, p.MooncakeDPIndex, p.Segment, p.BindSeq, p.Served = "eid-head-own", report.Int(0), "", 0, nil
+					if p.LookupRole == report.LookupServer {
+						p.LookupPath = "ipc:///tmp/lookup_rpc_port_0_host_r1-head_dp_rank0"
+					}
+				}, "r1-head/0/engine-core-0/worker-0", "r1-head/0/engine-core-0/worker-1"),
+			want: []want{
+				{report.ProcessCrashed, []string{"r1-head/0/engine-core-0"}, []string{"Did not receive response"}},
+				{report.RendezvousFailed, []string{"r1-head/0/engine-core-0"}, nil},
+			}},
+		{name: "an engine that crashed before its scheduler shares no engine_id", source: "vllm/v1/engine/core.py: the scheduler's connector is built after the executor",
+			procs: edit(healthy, chain(func(p *report.Process) { p.EngineID, p.Lookup = "eid-0_dp0", nil },
+				crash("ZeroDivisionError: integer division or modulo by zero")), "r1-head/0/engine-core-0"),
+			want: []want{{report.ProcessCrashed, []string{"r1-head/0/engine-core-0"}, []string{"ZeroDivisionError"}}}},
 		{name: "completed rendezvous are no violation", source: "Rendezvous.Error empty",
 			procs: edit(healthy, func(p *report.Process) {
 				p.Rendezvous = []report.Rendezvous{{Kind: "workers", Address: "r0-head:29500"}}

@@ -13,17 +13,19 @@ import (
 // global DP index. The Mooncake store connector derives its lookup path from that index on both
 // ends (mooncake_store_worker.py, get_zmq_rpc_path_lookup), so one replica's processes must agree;
 // before vLLM#48061 the helper returned data_parallel_rank_local under external/hybrid LB, which
-// is 0 on every head. Processes without an index (no connector, or crashed computing it) have
-// nothing to compare; their crash is process-crashed's.
+// is 0 on every head. Processes without an index (no connector, or crashed computing it), and
+// those that died before they built their connector (connectorUsers), have nothing to compare;
+// their crash is process-crashed's.
 func dpIndexMismatch(procs []report.Process) []report.Violation {
 	var out []report.Violation
+	used := connectorUsers(procs)
 	for _, r := range replicas(procs) {
 		if !r.ok {
-			out = append(out, disagreeing(r)...)
+			out = append(out, disagreeing(r, used)...)
 			continue
 		}
 		for _, p := range r.members {
-			if p.MooncakeDPIndex == nil || *p.MooncakeDPIndex == r.index {
+			if p.MooncakeDPIndex == nil || *p.MooncakeDPIndex == r.index || !used[p.ID] {
 				continue
 			}
 			involved := []string{p.ID}
@@ -46,10 +48,10 @@ func dpIndexMismatch(procs []report.Process) []report.Violation {
 
 // disagreeing handles a replica whose global DP index the records cannot decide: its members must
 // still agree with each other on the Mooncake DP index, or their lookups cannot meet.
-func disagreeing(r *replica) []report.Violation {
+func disagreeing(r *replica, used map[string]bool) []report.Violation {
 	byIndex := map[int][]string{}
 	for _, p := range r.members {
-		if p.MooncakeDPIndex != nil {
+		if p.MooncakeDPIndex != nil && used[p.ID] {
 			byIndex[*p.MooncakeDPIndex] = append(byIndex[*p.MooncakeDPIndex], p.ID)
 		}
 	}

@@ -20,7 +20,9 @@ func lookupPathCollision(procs []report.Process) []report.Violation {
 	servers := map[key][]*report.Process{}
 	for i := range procs {
 		p := &procs[i]
-		if p.LookupRole != report.LookupServer || p.LookupPath == "" || !p.Live() {
+		// BindSeq is set when the server bound (report.Process.BindSeq): a worker that never got
+		// that far holds no path.
+		if p.LookupRole != report.LookupServer || p.LookupPath == "" || !p.Live() || p.BindSeq == 0 {
 			continue
 		}
 		// Paths that name one socket file are one path (report.LookupEndpointKey).
@@ -96,16 +98,18 @@ func lookupMisrouted(procs []report.Process) []report.Violation {
 // lookupUnreachable reports lookups that got no answer within their bound. A live lookup client
 // that reported no result at all is counted too: it either never got an answer or never asked,
 // and either way its scheduler cannot reach the workers' cache. A client that crashed before
-// looking up is process-crashed's.
+// looking up is process-crashed's, and one that never built its connector (connectorUsers: a live
+// engine whose workers never started) never had a lookup to make.
 func lookupUnreachable(procs []report.Process) []report.Violation {
 	var out []report.Violation
+	used := connectorUsers(procs)
 	for i := range procs {
 		c := &procs[i]
 		var why string
 		switch {
 		case c.Lookup != nil && c.Lookup.Error != "":
 			why = c.Lookup.Error
-		case c.Lookup == nil && c.LookupRole == report.LookupClient && c.LookupPath != "" && c.Live():
+		case c.Lookup == nil && c.LookupRole == report.LookupClient && c.LookupPath != "" && c.Live() && used[c.ID]:
 			why = "no lookup result was reported"
 		default:
 			continue

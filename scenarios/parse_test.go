@@ -174,7 +174,7 @@ func TestParseErrors(t *testing.T) {
 		{"expect kind twice", minimal + "expect:\n  violations:\n    - process-crashed\n    - process-crashed\n", `x.yaml:11: expect.violations[1]: "process-crashed" is already listed at expect.violations[0]`},
 		{"expect a string", minimal + "expect:\n  violations: process-crashed\n", `x.yaml:9: expect.violations: want a list of violation kinds`},
 		{"expect unknown field", minimal + "expect:\n  violation: []\n", `x.yaml:9: expect.violation: unknown field`},
-		{"unknown profile", strings.Replace(minimal, "profile: main", "profile: nightly", 1), `x.yaml:3: profile: unknown profile "nightly" (known: main, pre-48061)`},
+		{"unknown profile", strings.Replace(minimal, "profile: main", "profile: nightly", 1), `x.yaml:3: profile: unknown profile "nightly" (known: main, main-455edc0, pre-48061)`},
 		{"unknown profile change", strings.Replace(minimal, "profile: main", "profile: {base: main, lookup_path: per_host}", 1), `x.yaml:3: profile: profile main: unknown change "lookup_path"`},
 		{"unknown profile value", strings.Replace(minimal, "profile: main", "profile: {base: main, mooncake_dp_index: newest}", 1), `x.yaml:3: profile: profile main: change mooncake_dp_index: unknown value "newest" (accepted: legacy, global)`},
 		{"misspelt vllm flag", strings.Replace(minimal, "--tensor-parallel-size 8", "--tensor-paralel-size 8", 1), `x.yaml:7: nodes[0].command: vllm serve: error: unrecognized arguments: --tensor-paralel-size`},

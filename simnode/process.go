@@ -327,16 +327,21 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	if e := p.bindHandshakes(ctx); e != nil || ctx.Err() != nil {
 		return e
 	}
-	for _, c := range p.plan.Children {
-		if ctx.Err() != nil {
-			return nil
-		}
-		if _, err := p.fam.start(c); err != nil {
-			return &pyError{Exception: "RuntimeError: " + err.Error(), Where: "start_children"}
+	// An engine core starts its workers only once its handshakes and DP group are done
+	// (vllm.ProcessPlan.ChildrenAfterRendezvous); a front end starts its engines first.
+	late := p.plan.ChildrenAfterRendezvous
+	if !late {
+		if e := p.startChildren(ctx); e != nil || ctx.Err() != nil {
+			return e
 		}
 	}
 	if e := p.joinRendezvous(ctx); e != nil || ctx.Err() != nil {
 		return e
+	}
+	if late {
+		if e := p.startChildren(ctx); e != nil || ctx.Err() != nil {
+			return e
+		}
 	}
 	if e := p.crashAt(vllm.StageConnectorInit); e != nil {
 		return e
@@ -359,6 +364,19 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	}
 	p.update(func(r *report.Process) { r.Ready = true })
 	p.publish(PhaseReady)
+	return nil
+}
+
+// startChildren starts the plan's children in order.
+func (p *proc) startChildren(ctx context.Context) *pyError {
+	for _, c := range p.plan.Children {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if _, err := p.fam.start(c); err != nil {
+			return &pyError{Exception: "RuntimeError: " + err.Error(), Where: "start_children"}
+		}
+	}
 	return nil
 }
 
@@ -393,7 +411,8 @@ func (p *proc) bindHandshakes(ctx context.Context) *pyError {
 	var failed *pyError
 	for _, i := range early {
 		rp := p.plan.Rendezvous[i]
-		l, err := rendezvous.Listen(ctx, rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id}, cfg)
+		l, err := rendezvous.Listen(ctx, rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id,
+			Screen: screen(rp.Expect)}, cfg)
 		if err != nil {
 			failed = &pyError{Exception: bindErrorText(rp.Address, err), Where: where}
 			break
@@ -410,6 +429,23 @@ func (p *proc) bindHandshakes(ctx context.Context) *pyError {
 		return &pyError{Exception: "RuntimeError: " + err.Error(), Where: where}
 	}
 	return nil
+}
+
+// screen is a front end's judgement of the HELLOs on the handshake it serves
+// (vllm.HandshakeExpect.Refuse, vLLM's wait_for_engine_startup); nil when it expects nothing. When
+// it refuses one, its own engines (Local) are stopped with it, and every other engine hears nothing
+// more and gives up as vLLM's does.
+func screen(x *vllm.HandshakeExpect) func([]byte) rendezvous.Screening {
+	if x == nil {
+		return nil
+	}
+	return func(raw []byte) rendezvous.Screening {
+		var h vllm.EngineHello
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return rendezvous.Screening{Refuse: "RuntimeError: unreadable HELLO on the handshake: " + err.Error(), Answer: vllm.HandshakeNoAnswer}
+		}
+		return rendezvous.Screening{Refuse: x.Refuse(h), Answer: vllm.HandshakeNoAnswer, Hold: h.Local}
+	}
 }
 
 // bindErrorText is the exception of a failed handshake bind: pyzmq's ZMQError with libzmq's
@@ -438,6 +474,12 @@ func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 		m := rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id}
 		if rp.Kind == "workers" {
 			m.Value = p.snapshot().EngineID
+		}
+		if rp.Hello != nil {
+			m.Hello, _ = json.Marshal(rp.Hello) // a struct of ints and bools always marshals
+		}
+		if rp.Rank == 0 {
+			m.Screen = screen(rp.Expect)
 		}
 		var res rendezvous.Result
 		var err error

@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -35,6 +36,23 @@ func TestEngineIDDPSuffix(t *testing.T) {
 				t.Errorf("supervisor tree wrong: %+v", sup)
 			}
 		})
+	}
+}
+
+// TestRayEngineIDSuffix: the Ray actor manager suffixes each actor's engine_id with its global DP
+// rank whatever engine_id_dp_suffix says (vllm/v1/engine/utils.py _apply_dp_identity_suffix, PR
+// #41792, before #46628 touched run_engine_core); with strict packing two actors share a per-node
+// ordinal, so a local suffix would collide.
+func TestRayEngineIDSuffix(t *testing.T) {
+	cmd := `vllm serve org/M -dp 4 -dpl 2 -tp 2 --data-parallel-backend ray --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"E"}'`
+	for _, profile := range []string{"main", "main+engine_id_dp_suffix=local"} {
+		procs := predict(t, true, profile, node("h", cmd))
+		for i := 0; i < 4; i++ {
+			a := get(t, procs, fmt.Sprintf("h/0/ray-actor-%d", i))
+			if want := fmt.Sprintf("E_dp%d", i); a.EngineID != want {
+				t.Errorf("%s: %s engine_id %q, want %q", profile, a.ID, a.EngineID, want)
+			}
+		}
 	}
 }
 
@@ -112,12 +130,60 @@ func TestExternalLBRank(t *testing.T) {
 			t.Errorf("engine core 3: index %d, %s", p.DataParallelIndex, exitText(p))
 		}
 	})
-	t.Run("explicit requires a rank when ranks share nodes", func(t *testing.T) {
-		procs := predict(t, true, "main", node("h0", "vllm serve org/M -dp 4 -tp 4 --nnodes 2 --node-rank 0 --data-parallel-external-lb"))
-		if p := get(t, procs, "h0/0/api-server-0"); p.Exit == nil || !strings.HasPrefix(p.Exit.Error, "ValueError: data_parallel_rank must be set explicitly") {
-			t.Errorf("api server: %s", exitText(p))
-		}
-	})
+	// The rule, with vLLM's own cases (tests/v1/engine/test_engine_args.py
+	// test_external_lb_requires_explicit_rank_when_nodes_are_not_evenly_partitioned, ..._infers_rank_...,
+	// ..._preserves_explicit_rank_...): without an explicit rank, --nnodes must be a multiple of D.
+	for _, c := range []struct {
+		dp, nnodes, tp, nodeRank int
+		rank                     string // --data-parallel-rank, "" for none
+		want                     int    // the DP rank; -1: refused
+	}{
+		{4, 2, 1, 1, "", -1}, // two ranks a node
+		{2, 3, 3, 1, "", -1}, // replicas straddle nodes: nodes 0 and 1 would both infer 0
+		{2, 2, 1, 1, "", 1},  // one replica a node
+		{2, 4, 12, 1, "", 0}, // each replica spans two nodes
+		{4, 2, 1, 1, "3", 3}, // an explicit rank is kept
+		{3, 6, 2, 5, "", 2},  // two nodes a replica, three replicas
+		{4, 8, 1, 3, "", 1},  // world 4 over 8 nodes does not divide: refused earlier
+	} {
+		name := fmt.Sprintf("dp%d-nnodes%d-tp%d-rank%q", c.dp, c.nnodes, c.tp, c.rank)
+		t.Run(name, func(t *testing.T) {
+			cmd := fmt.Sprintf("vllm serve org/M -dp %d -tp %d --nnodes %d --node-rank %d --master-addr h0 --data-parallel-external-lb", c.dp, c.tp, c.nnodes, c.nodeRank)
+			if c.rank != "" {
+				cmd += " --data-parallel-rank " + c.rank
+			}
+			for _, profile := range []string{"main", "main+external_lb_rank=infer"} {
+				args, err := ParseServe(cmd)
+				if err != nil {
+					t.Fatal(err)
+				}
+				env, _ := readEnv(nil)
+				pc, err := createEngineConfig(engineConfigInput{args: args, moe: true, profile: profileOf(t, profile), env: env, gpus: 64, hostIP: "h0", apiProcessCount: 1})
+				if c.dp*c.tp%c.nnodes != 0 {
+					if err == nil || !strings.Contains(err.Error(), "must evenly divide the total world size") {
+						t.Errorf("%s: %v, want the world-size refusal", profile, err)
+					}
+					continue
+				}
+				inferred := c.nodeRank * (c.dp * c.tp / c.nnodes) / c.tp
+				switch {
+				case profile != "main":
+					// Before the fix: the inferred rank, always.
+					if err != nil || pc.DataParallelRank != inferred {
+						t.Errorf("%s: rank %v (%v), want the inferred %d", profile, pc, err, inferred)
+					}
+				case c.want < 0:
+					if err == nil || !strings.HasPrefix(err.Error(), "ValueError: Invalid data-parallel launch options: ") || !strings.Contains(err.Error(), "Set a unique `--data-parallel-rank`") {
+						t.Errorf("main: %v, want the ValueError asking for a unique --data-parallel-rank", err)
+					}
+				default:
+					if err != nil || pc.DataParallelRank != c.want {
+						t.Errorf("main: %+v (%v), want rank %d", pc, err, c.want)
+					}
+				}
+			}
+		})
+	}
 }
 
 // TestDenseExternalDP encodes create_engine_config's dense-model check (vllm/engine/arg_utils.py).
@@ -228,13 +294,126 @@ func TestHeadlessRankCheck(t *testing.T) {
 	}
 }
 
+// TestStartRankZero encodes PR #47692 (issue #47691; vllm/engine/arg_utils.py create_engine_config):
+// `--data-parallel-start-rank 0` used to be read by a truthiness test, so 0 was no start rank: the
+// node inferred no hybrid LB and took the rank inferred from --node-rank. Since the fix 0 is a start
+// rank like any other (vLLM's own test_data_parallel_start_rank_zero_infers_hybrid_lb is the first
+// row). The API server's create_engine_config decides every row; headless nodes never infer hybrid.
+func TestStartRankZero(t *testing.T) {
+	rows := []struct {
+		name, cmd string
+		// id is the process whose config the row reads.
+		id string
+		// per profile value: local_engines_only and data_parallel_rank
+		unsetLEO, setLEO   bool
+		unsetRank, setRank int
+	}{
+		{"-dp 4 -dpl 2 -dpr 0: hybrid LB since the fix", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 0",
+			"h/0/api-server-0", false, true, 0, 0},
+		{"-dp 2 -dpl 1 -dpr 0: hybrid with one local engine switches to external LB", "vllm serve org/M -dp 2 -dpl 1 --data-parallel-start-rank 0",
+			"h/0/api-server-0", false, true, 0, 0},
+		{"-dpr 0 on a single-node deployment (-dpl = -dp): hybrid is turned off again", "vllm serve org/M -dp 2 -dpl 2 --data-parallel-start-rank 0",
+			"h/0/api-server-0", false, false, 0, 0},
+		{"--nnodes with -dpr 0 on node 1: the start rank beats the inferred one", "vllm serve org/M -tp 8 -dp 2 --nnodes 2 --node-rank 1 --master-addr h --data-parallel-start-rank 0 --headless",
+			"h/0/headless-0", false, false, 1, 0},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			for _, tc := range []struct {
+				value string
+				leo   bool
+				rank  int
+			}{{StartRankZeroUnset, r.unsetLEO, r.unsetRank}, {StartRankZeroSet, r.setLEO, r.setRank}} {
+				pc := parallelConfigOf(t, r.cmd, strings.HasSuffix(r.id, "headless-0"), "main+start_rank_zero="+tc.value)
+				if pc.LocalEnginesOnly() != tc.leo || pc.DataParallelRank != tc.rank {
+					t.Errorf("start_rank_zero=%s: local_engines_only %v rank %d, want %v %d (external %v hybrid %v)",
+						tc.value, pc.LocalEnginesOnly(), pc.DataParallelRank, tc.leo, tc.rank, pc.ExternalLB, pc.HybridLB)
+				}
+			}
+		})
+	}
+}
+
+// TestDPLaunchChecks encodes PR #49124 (vllm/engine/arg_utils.py create_engine_config): the
+// data-parallel launch-option asserts became ValueErrors with a message per case, prefixed
+// "Invalid data-parallel launch options: " (the headless/hybrid assert stayed an assert). Each row is
+// the API server of one command, with the exception it dies of under each value.
+func TestDPLaunchChecks(t *testing.T) {
+	rows := []struct {
+		name, cmd, assert, value string
+	}{
+		{"headless with hybrid LB (an assert in both)", "vllm serve org/M -dp 4 -dpl 2 -dph --headless",
+			"AssertionError: data_parallel_hybrid_lb is not applicable in headless mode",
+			"AssertionError: data_parallel_hybrid_lb is not applicable in headless mode"},
+		// `vllm serve` refuses two LB modes before create_engine_config (serve.py); the api_server
+		// entry point calls run_server directly.
+		{"hybrid and external LB together", "python -m vllm.entrypoints.openai.api_server --model org/M -dp 4 -dpl 2 --data-parallel-hybrid-lb --data-parallel-external-lb",
+			"AssertionError: data_parallel_hybrid_lb and data_parallel_external_lb cannot both be True.",
+			"ValueError: Invalid data-parallel launch options: `--data-parallel-hybrid-lb` and `--data-parallel-external-lb` cannot be enabled together. Enable only one load-balancing mode."},
+		{"--nnodes with the Ray DP backend", "vllm serve org/M --nnodes 2 -dpb ray",
+			"AssertionError: nnodes > 1 is only supported with data_parallel_backend=mp",
+			"ValueError: Invalid data-parallel launch options: `--nnodes 2` requires `--data-parallel-backend mp`; got `--data-parallel-backend ray`. Use the MP backend or set `--nnodes 1`."},
+		{"--nnodes that does not divide the world", "vllm serve org/M -tp 3 --nnodes 2",
+			"AssertionError: world_size=3 must be divisible by nnodes=2.",
+			"ValueError: Invalid data-parallel launch options: `--nnodes 2` must evenly divide the total world size (3). Adjust `--nnodes`, `--data-parallel-size`, `--pipeline-parallel-size`, or `--tensor-parallel-size`."},
+		{"--node-rank past --nnodes", "vllm serve org/M -tp 2 --nnodes 2 --node-rank 5",
+			"AssertionError: node_rank=5 must be less than nnodes=2.",
+			"ValueError: Invalid data-parallel launch options: `--node-rank` must be between 0 and 1; got `--node-rank 5`. Set it to this node's zero-based index."},
+		{"external LB without a rank", "vllm serve org/M -dp 2 --data-parallel-external-lb",
+			"AssertionError: data_parallel_rank or node_rank must be specified if data_parallel_external_lb is enable.",
+			"ValueError: Invalid data-parallel launch options: `--data-parallel-external-lb` requires a data-parallel rank. Set `--data-parallel-rank`, or set `--data-parallel-size` greater than 1 and use `--nnodes` with `--node-rank` so the rank can be inferred."},
+		{"external LB with a local size", "vllm serve org/M -dp 4 --data-parallel-rank 1 -dpl 2",
+			"AssertionError: data_parallel_size_local must be 1 or None when data_parallel_rank is set",
+			"ValueError: Invalid data-parallel launch options: an external data-parallel rank requires `--data-parallel-size-local 1`; got 2. Set it to 1 or omit it."},
+		{"hybrid LB without a local size", "vllm serve org/M -dp 4 -dph",
+			"AssertionError: data_parallel_size_local must be set to use data_parallel_hybrid_lb.",
+			"ValueError: Invalid data-parallel launch options: `--data-parallel-hybrid-lb` requires `--data-parallel-size-local`. Set it to the number of data-parallel ranks on this node."},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			for value, want := range map[string]string{DPLaunchChecksAssert: r.assert, DPLaunchChecksValueError: r.value} {
+				procs := predict(t, true, "main+dp_launch_checks="+value, node("h", r.cmd))
+				top := procs[0]
+				if len(procs) != 1 || top.Exit == nil || top.Exit.Error != want {
+					t.Errorf("dp_launch_checks=%s: %s (%d processes), want %q", value, exitText(top), len(procs), want)
+				}
+			}
+		})
+	}
+	// --data-parallel-hybrid-lb with --data-parallel-external-lb on a front end: serve.py refuses
+	// two LB modes before create_engine_config sees them.
+	procs := predict(t, true, "main", node("h", "vllm serve org/M -dp 4 -dpl 2 -dph --data-parallel-external-lb"))
+	if p := procs[0]; p.Exit == nil || !strings.HasPrefix(p.Exit.Error, "ValueError: Cannot use more than one data parallel load balancing mode.") {
+		t.Errorf("two LB modes: %s", exitText(p))
+	}
+}
+
+// parallelConfigOf runs create_engine_config on one command line (MoE model, 8 GPUs).
+func parallelConfigOf(t *testing.T, line string, headless bool, profile string) *ParallelConfig {
+	t.Helper()
+	args, err := ParseServe(line)
+	if err != nil {
+		t.Fatalf("parse %q: %v", line, err)
+	}
+	env, err := readEnv(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := createEngineConfig(engineConfigInput{args: args, headless: headless, moe: true,
+		profile: profileOf(t, profile), env: env, gpus: 8, hostIP: "h", apiProcessCount: 1})
+	if err != nil {
+		t.Fatalf("create_engine_config(%q): %v", line, err)
+	}
+	return pc
+}
+
 // TestProfiles: named profiles, the map form, and errors that name the unknown part.
 func TestProfiles(t *testing.T) {
 	m, err := ProfileNamed("main")
 	if err != nil || m.MooncakeDPIndex != MooncakeDPIndexGlobal || m.NNodesWithinDP != NNodesWithinDPClamp ||
 		m.EngineIDDPSuffix != EngineIDSuffixGlobal || m.DenseExternalDP != DenseExternalDPReject ||
 		m.EngineIDSync != EngineIDSyncTPPP || m.ExternalLBRank != ExternalLBRankExplicit ||
-		m.HeadlessRankCheck != HeadlessRankCheckNone {
+		m.HeadlessRankCheck != HeadlessRankCheckNone || m.StartRankZero != StartRankZeroSet {
 		t.Errorf("main = %+v, %v", m, err)
 	}
 	pre, err := ProfileNamed("pre-48061")
@@ -269,8 +448,16 @@ func TestProfiles(t *testing.T) {
 	if err := (Profile{Name: "zero"}).Validate(); err == nil {
 		t.Error("a zero profile must not validate")
 	}
-	if names := ProfileNames(); len(names) != 2 || names[0] != "main" || names[1] != "pre-48061" {
+	if names := ProfileNames(); !reflect.DeepEqual(names, []string{"main", "main-455edc0", "pre-48061"}) {
 		t.Errorf("ProfileNames = %v", names)
+	}
+	// The snapshot's commit: main without PR #53743's two halves.
+	snap, err := ProfileNamed("main-455edc0")
+	m.Name, m.MooncakeDPIndex = "", MooncakeDPIndexGlobal
+	want := m
+	want.NNodesWithinDP, want.ExternalLBRank = NNodesWithinDPFloor, ExternalLBRankInfer
+	if snap.Name = ""; err != nil || snap != want {
+		t.Errorf("main-455edc0 = %+v, %v; want %+v", snap, err, want)
 	}
 	for _, c := range Changes() {
 		if len(c.Values) < 2 || c.Doc == "" {

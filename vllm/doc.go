@@ -43,7 +43,11 @@
 //	                              vllm/v1/worker/gpu_worker.py init_device (DP-adjusted device)
 //	rendezvous.go                 vllm/distributed/parallel_state.py init_distributed_environment,
 //	                              vllm/config/parallel.py stateless_init_dp_group, launch_core_engines
-//	                              handshakes (see the port conventions there)
+//	                              handshakes (see the port conventions there), the HELLO each engine
+//	                              sends (vllm/v1/engine/core.py startup_handshake) and what the front
+//	                              end accepts (vllm/v1/engine/utils.py wait_for_engine_startup:
+//	                              remote engines --headless exactly under internal LB; plan.go
+//	                              HandshakeExpect.Refuse)
 //	mooncake.go                   vllm/distributed/kv_transfer/kv_connector/v1/mooncake/:
 //	                              mooncake_utils.py get_mooncake_dp_engine_index,
 //	                              store/scheduler.py get_zmq_rpc_path_lookup, store/worker.py
@@ -55,7 +59,7 @@
 //	                              broadcast (PRs #39907, #44528)
 //	profile.go                    the behaviour changes a scenario pins (PRs #48061, #53743,
 //	                              #46628, the dense external-DP check, #39907/#44528,
-//	                              #19790/#20398)
+//	                              #19790/#20398, #47692, #49124) and the named profiles
 //	predict.go                    the paper execution (stages, barriers, cascades, lookups)
 //
 // Process IDs follow report.Process.ID, "<host>/<command>/<role>-<index>[/worker-<local rank>]",
@@ -72,6 +76,8 @@
 // uuid4 engine ids are derived from the seed, host and command index (engineid.go); every Ray
 // actor runs on the command's host; the uni executor's worker is planned as a child process;
 // a worker that fails selecting its device crashes at StageEngineInit (before its rendezvous);
-// extra API server processes (--api-server-count > 1) and the DP coordinator carry no identity and
+// a front end that refuses a HELLO refuses the lowest-ranked offender among the engines that
+// arrived, and every other remote engine that joined hears nothing (in vLLM those whose HELLO came
+// first get their init message and fail a step later, in their DP group); extra API server processes (--api-server-count > 1) and the DP coordinator carry no identity and
 // are not planned.
 package vllm

@@ -42,8 +42,8 @@ func runEngineCore(pc *ParallelConfig, dpRank, localDPRank int, baseEngineID str
 	return engineID, false, pc.reconfigureForIndependentDPRank()
 }
 
-// engineIDWithDPSuffix is the "_dp{..}" suffix run_engine_core (and the Ray actor manager) gives
-// a data-parallel engine's KV engine_id: the global DP rank after PR #46628, the local one before.
+// engineIDWithDPSuffix is the "_dp{..}" suffix run_engine_core gives a data-parallel engine's KV
+// engine_id: the global DP rank after PR #46628, the local one before.
 func engineIDWithDPSuffix(base string, dpRank, localDPRank int, prof Profile) string {
 	if prof.EngineIDDPSuffix == EngineIDSuffixLocal {
 		return fmt.Sprintf("%s_dp%d", base, localDPRank)

@@ -1,6 +1,10 @@
 package vllm
 
-import "strconv"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // engineConfigInput is what EngineArgs.create_engine_config reads besides the command line.
 type engineConfigInput struct {
@@ -29,37 +33,52 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 	hybridLB := a.DataParallelHybridLB
 	D, PP, TP := a.DataParallelSize, a.PipelineParallelSize, a.TensorParallelSize
 
+	// Asserts before PR #49124, ValueErrors since (dpLaunchCheck); the headless one stayed an assert.
+	checks := in.profile.DPLaunchChecks
 	if in.headless && hybridLB {
 		return nil, assertionError("data_parallel_hybrid_lb is not applicable in headless mode")
 	}
 	if hybridLB && a.DataParallelExternalLB {
-		return nil, assertionError("data_parallel_hybrid_lb and data_parallel_external_lb cannot both be True.")
+		return nil, dpLaunchCheck(checks, "data_parallel_hybrid_lb and data_parallel_external_lb cannot both be True.",
+			"`--data-parallel-hybrid-lb` and `--data-parallel-external-lb` cannot be enabled together. Enable only one load-balancing mode.")
 	}
-	if a.DataParallelBackend != "mp" && a.NNodes != 1 {
+	if checks == DPLaunchChecksAssert && a.DataParallelBackend != "mp" && a.NNodes != 1 {
 		return nil, assertionError("nnodes > 1 is only supported with data_parallel_backend=mp")
+	}
+	if checks == DPLaunchChecksValueError && a.NNodes > 1 && a.DataParallelBackend != "mp" {
+		return nil, launchOptionsError("`--nnodes %d` requires `--data-parallel-backend mp`; got `--data-parallel-backend %s`. Use the MP backend or set `--nnodes 1`.",
+			a.NNodes, a.DataParallelBackend)
 	}
 	inferred := 0
 	if a.NNodes > 1 {
 		worldSize := D * PP * TP
 		worldSizeWithinDP := PP * TP
-		localWorldSize := worldSize / a.NNodes
 		if worldSize%a.NNodes != 0 {
-			return nil, assertionError("world_size=%d must be divisible by nnodes=%d.", worldSize, a.NNodes)
+			return nil, dpLaunchCheck(checks, fmt.Sprintf("world_size=%d must be divisible by nnodes=%d.", worldSize, a.NNodes),
+				fmt.Sprintf("`--nnodes %d` must evenly divide the total world size (%d). Adjust `--nnodes`, `--data-parallel-size`, `--pipeline-parallel-size`, or `--tensor-parallel-size`.", a.NNodes, worldSize))
 		}
-		if a.NodeRank >= a.NNodes {
-			return nil, assertionError("node_rank=%d must be less than nnodes=%d.", a.NodeRank, a.NNodes)
+		// The assert only bounded node_rank from above; PR #49124 added the lower bound.
+		if a.NodeRank >= a.NNodes || (checks == DPLaunchChecksValueError && a.NodeRank < 0) {
+			return nil, dpLaunchCheck(checks, fmt.Sprintf("node_rank=%d must be less than nnodes=%d.", a.NodeRank, a.NNodes),
+				fmt.Sprintf("`--node-rank` must be between 0 and %d; got `--node-rank %d`. Set it to this node's zero-based index.", a.NNodes-1, a.NodeRank))
 		}
-		inferred = (a.NodeRank * localWorldSize) / worldSizeWithinDP
+		localWorldSize := worldSize / a.NNodes
+		if worldSizeWithinDP == 0 {
+			return nil, zeroDivision
+		}
+		inferred = floorDiv(a.NodeRank*localWorldSize, worldSizeWithinDP)
 		switch {
 		case D > 1 && a.DataParallelExternalLB:
 			if in.profile.ExternalLBRank == ExternalLBRankInfer {
 				// Before PR #53743: the inferred rank overwrites an explicit one.
 				dpRank = intPtr(inferred)
 			} else if dpRank == nil {
-				// After PR #53743: keep an explicit rank; infer only when each node holds
-				// at most one rank, so --node-rank names it unambiguously.
-				if D > a.NNodes {
-					return nil, valueError("data_parallel_rank must be set explicitly for external LB when data_parallel_size (%d) > nnodes (%d): node_rank cannot identify the DP rank when several ranks share a node.", D, a.NNodes)
+				// After PR #53743: keep an explicit rank; infer one only when the nodes split evenly
+				// into replicas (nnodes a multiple of D: each node serves one replica, so
+				// --node-rank names it). Otherwise two nodes would infer one rank (DP 2 over
+				// --nnodes 3 with TP 3: nodes 0 and 1 both infer 0) or a node would hold several.
+				if a.NNodes%D != 0 {
+					return nil, externalLBRankError(a.NNodes, D)
 				}
 				dpRank = intPtr(inferred)
 			}
@@ -69,6 +88,9 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		}
 	}
 	externalLB := a.DataParallelExternalLB || dpRank != nil
+	if a.boolFlag("--enable-fault-tolerance") && !externalLB {
+		return nil, valueError("Fault tolerance requires external load balancer mode (--data-parallel-external-lb or --data-parallel-rank). Internal LB mode is not supported.")
+	}
 	if D > 1 && externalLB && !in.moe && in.profile.DenseExternalDP == DenseExternalDPReject {
 		return nil, valueError("Non-MoE models do not support external data parallel mode. For external load balancing, launch independent vLLM instances without --data-parallel-* arguments.")
 	}
@@ -76,16 +98,21 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 	switch {
 	case externalLB:
 		if dpRank == nil {
-			return nil, assertionError("data_parallel_rank or node_rank must be specified if data_parallel_external_lb is enable.")
+			return nil, dpLaunchCheck(checks, "data_parallel_rank or node_rank must be specified if data_parallel_external_lb is enable.",
+				"`--data-parallel-external-lb` requires a data-parallel rank. Set `--data-parallel-rank`, or set `--data-parallel-size` greater than 1 and use `--nnodes` with `--node-rank` so the rank can be inferred.")
 		}
 		if dpSizeLocal != nil && *dpSizeLocal != 1 {
-			return nil, assertionError("data_parallel_size_local must be 1 or None when data_parallel_rank is set")
+			return nil, dpLaunchCheck(checks, "data_parallel_size_local must be 1 or None when data_parallel_rank is set",
+				fmt.Sprintf("an external data-parallel rank requires `--data-parallel-size-local 1`; got %d. Set it to 1 or omit it.", *dpSizeLocal))
 		}
 		sizeLocal = 1
 		hybridLB = false
 	case dpSizeLocal != nil:
 		sizeLocal = *dpSizeLocal
-		if startRank != nil && *startRank != 0 && !in.headless {
+		// Since PR #47692 a start rank of 0 is a start rank (`is not None`); before, the test was
+		// Python truthiness, which reads 0 as none at all (vLLM#47691).
+		startSet := startRank != nil && (*startRank != 0 || in.profile.StartRankZero == StartRankZeroSet)
+		if startSet && !in.headless {
 			hybridLB = true // hybrid LB is inferred from a start rank
 		}
 		if hybridLB && sizeLocal == 1 {
@@ -97,14 +124,15 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		if sizeLocal == D {
 			hybridLB = false
 		}
-		if startRank != nil && *startRank != 0 {
+		if startSet {
 			dpRank = intPtr(*startRank)
 		} else {
-			dpRank = intPtr(inferred)
+			dpRank = intPtr(inferred) // before PR #47692: `start_rank or inferred`
 		}
 	default:
 		if hybridLB {
-			return nil, assertionError("data_parallel_size_local must be set to use data_parallel_hybrid_lb.")
+			return nil, dpLaunchCheck(checks, "data_parallel_size_local must be set to use data_parallel_hybrid_lb.",
+				"`--data-parallel-hybrid-lb` requires `--data-parallel-size-local`. Set it to the number of data-parallel ranks on this node.")
 		}
 		if a.DataParallelBackend == "ray" && in.env.rayDPPackStrategy == "span" {
 			sizeLocal = 1 // DP ranks span nodes
@@ -137,6 +165,15 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 	if dpRank != nil {
 		rank = *dpRank
 	}
+	// ParallelConfig(..., assigned_physical_gpu_ids=self._resolve_device_ids(), ...): the argument
+	// is evaluated, and may raise, before pydantic validates any field.
+	var gpuIDs []int
+	if a.hasOther("--device-ids") {
+		var err error
+		if gpuIDs, err = resolveDeviceIDs(a.lastOther("--device-ids"), in.env.cudaVisible); err != nil {
+			return nil, err
+		}
+	}
 	return newParallelConfig(parallelConfigInput{
 		pp: PP, tp: TP, pcp: a.PrefillContextParallelSize, dcp: a.DecodeContextParallelSize,
 		dpSize: D, dpSizeLocal: sizeLocal, dpRank: rank,
@@ -146,8 +183,60 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		executorBackend: executor,
 		masterAddr:      a.MasterAddr, masterPort: a.MasterPort,
 		nnodes: a.NNodes, nodeRk: a.NodeRank,
-		features: parallelFeatures(a, in.apiProcessCount),
+		features:       parallelFeatures(a, in.apiProcessCount),
+		assignedGPUIDs: gpuIDs,
 	}, in.env, in.gpus, in.profile.NNodesWithinDP == NNodesWithinDPClamp)
+}
+
+// resolveDeviceIDs is EngineArgs._resolve_device_ids over --device-ids "2,3,5,7" (argparse splits it
+// at commas; an all-digit entry is an int, any other a GPU UUID): no duplicates, no mix of ints and
+// UUIDs, and with CUDA_VISIBLE_DEVICES set each int indexes the visible devices and becomes the
+// physical ID there. UUIDs need NVML, which a simulated node does not have: not simulated.
+func resolveDeviceIDs(raw, cudaVisible string) ([]int, error) {
+	var ints []int
+	var reprs []string
+	seen := map[string]bool{}
+	dup, uuids := false, 0
+	for _, part := range strings.Split(raw, ",") {
+		part = strings.TrimSpace(part)
+		if n, err := strconv.Atoi(part); err == nil && isDigits(part) {
+			ints = append(ints, n)
+			reprs = append(reprs, strconv.Itoa(n))
+		} else {
+			uuids++
+			reprs = append(reprs, pyRepr(part))
+		}
+		key := reprs[len(reprs)-1]
+		dup = dup || seen[key]
+		seen[key] = true
+	}
+	switch {
+	case dup:
+		return nil, valueError("--device-ids must not contain duplicates: [%s]", strings.Join(reprs, ", "))
+	case uuids == len(reprs):
+		return nil, fmt.Errorf("--device-ids with GPU UUIDs (%s) needs NVML: %w", raw, errNotSimulated)
+	case uuids > 0:
+		return nil, valueError("--device-ids must not mix integer IDs and UUIDs")
+	}
+	if cudaVisible == "" {
+		return ints, nil
+	}
+	var visible []int
+	for _, v := range strings.Split(cudaVisible, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("CUDA_VISIBLE_DEVICES=%s names GPU UUIDs, which need NVML: %w", cudaVisible, errNotSimulated)
+		}
+		visible = append(visible, n)
+	}
+	out := make([]int, len(ints))
+	for i, id := range ints {
+		if id >= len(visible) {
+			return nil, valueError("--device-ids index %d is out of range for CUDA_VISIBLE_DEVICES=%s (%d devices visible)", id, cudaVisible, len(visible))
+		}
+		out[i] = visible[id]
+	}
+	return out, nil
 }
 
 // parallelFeatures reads the ParallelConfig fields whose checks can refuse a launch
@@ -170,6 +259,38 @@ func parallelFeatures(a *ServeArgs, apiProcessCount int) parallelFeatureFlags {
 		}
 	}
 	return f
+}
+
+// externalLBRankError is PR #53743's refusal to infer an external-LB rank from --node-rank when
+// --nnodes is not a multiple of --data-parallel-size. vLLM's own test
+// (tests/v1/engine/test_engine_args.py test_external_lb_requires_explicit_rank_when_nodes_are_not_evenly_partitioned)
+// pins only the ValueError and its "Set a unique `--data-parallel-rank`" part; the rest of the
+// sentence follows PR #49124's form and is the model's.
+func externalLBRankError(nnodes, dpSize int) error {
+	return launchOptionsError("`--data-parallel-external-lb` infers the data-parallel rank from `--node-rank` only when `--nnodes` (%d) is a multiple of `--data-parallel-size` (%d). Set a unique `--data-parallel-rank` for each process.", nnodes, dpSize)
+}
+
+// dpLaunchCheck is one of create_engine_config's data-parallel launch-option checks: a bare assert
+// with its old message before PR #49124, a ValueError with the actionable message since.
+func dpLaunchCheck(checks, assertMsg, valueMsg string) error {
+	if checks == DPLaunchChecksAssert {
+		return assertionError("%s", assertMsg)
+	}
+	return launchOptionsError("%s", valueMsg)
+}
+
+// launchOptionsError is the ValueError PR #49124 gave every data-parallel launch-option check.
+func launchOptionsError(format string, args ...any) error {
+	return valueError("Invalid data-parallel launch options: "+format, args...)
+}
+
+// floorDiv is Python's // on ints (rounds toward negative infinity, unlike Go's /).
+func floorDiv(a, b int) int {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
 }
 
 func intPtr(v int) *int { return &v }

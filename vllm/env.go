@@ -24,6 +24,9 @@ type vllmEnv struct {
 	mooncakeRequesterHostname string
 	// visibleDevices is the device count CUDA_VISIBLE_DEVICES allows, -1 when it is unset.
 	visibleDevices int
+	// cudaVisible is CUDA_VISIBLE_DEVICES as set ("" when unset or empty: vLLM treats both alike
+	// when it maps device IDs).
+	cudaVisible string
 }
 
 // readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
@@ -72,6 +75,7 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 	e.hostIP = env["VLLM_HOST_IP"]
 	e.mooncakeRequesterHostname = strings.TrimSpace(env["MOONCAKE_REQUESTER_LOCAL_HOSTNAME"])
 	if v, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
+		e.cudaVisible = v
 		e.visibleDevices = 0
 		for _, d := range strings.Split(v, ",") {
 			if strings.TrimSpace(d) != "" {

@@ -2,6 +2,8 @@ package vllm
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/widetp/widetp/report"
 )
@@ -26,7 +28,7 @@ func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID
 		return err
 	}
 	localAddr := ""
-	if pc.NNodes == 1 && pc.DataParallelSize == 1 {
+	if !spansDP(pc) {
 		localAddr = cp.localAddr()
 	}
 	start := lws * nodeRank
@@ -87,35 +89,66 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 }
 
 // workerDevice is the device a GPU worker selects in Worker.init_device
-// (vllm/v1/worker/gpu_worker.py): on one node of a non-Ray DP deployment its local rank is
-// offset by its DP local rank (data_parallel_rank_local, else data_parallel_index) times
-// PP*TP, and asserted to exist, then local_world_size is asserted to fit the visible devices;
-// elsewhere a local rank past the devices fails in CUDA. The worker raises before it joins its
-// torch world, so the model records it at StageEngineInit.
+// (vllm/v1/worker/gpu_worker.py, since PR #45026): on one node of a non-Ray DP deployment its local
+// rank is offset by its DP local rank (data_parallel_rank_local, else data_parallel_index) times
+// PP*TP. With --device-ids (assigned_physical_gpu_ids) that logical rank must index the assigned
+// IDs, the replica's share of the world must fit them, and the physical device must be visible
+// (vllm/platforms/interface.py logical_device_id_to_visible_device_id); without, the rank must be
+// below the visible device count. The worker raises before it joins its torch world, so the model
+// records it at StageEngineInit. Ray places every worker on a GPU of its own.
 func (cp *cmdPlanner) workerDevice(pc *ParallelConfig, localRank int) error {
 	device := localRank
 	nnodes, err := pc.NNodesWithinDP()
 	if err != nil {
 		return err
 	}
-	if pc.DistributedExecutorBackend != "ray" && pc.DataParallelBackend != "ray" && nnodes == 1 {
+	if pc.DistributedExecutorBackend == "ray" || pc.DataParallelBackend == "ray" {
+		return nil
+	}
+	if nnodes == 1 {
 		dpLocal := pc.DataParallelIndex
 		if pc.DataParallelRankLocal != nil {
 			dpLocal = *pc.DataParallelRankLocal
 		}
 		device += dpLocal * pc.PipelineParallelSize * pc.TensorParallelSize
+	}
+	ids := pc.AssignedPhysicalGPUIDs
+	if ids == nil {
 		if device >= cp.gpus {
-			return assertionError("DP adjusted local rank %d is out of bounds. ", device)
-		}
-		// Then every worker, whatever its own device, checks that its node holds the replica's
-		// share of the world.
-		if lws, err := pc.LocalWorldSize(); err == nil && lws > cp.gpus {
-			return assertionError("local_world_size (%d) must be less than or equal to the number of visible devices (%d).", lws, cp.gpus)
+			return assertionError("DP adjusted local rank %d is out of bounds for %d devices.", device, cp.gpus)
 		}
 		return nil
 	}
-	if pc.DataParallelBackend != "ray" && pc.DistributedExecutorBackend != "ray" && device >= cp.gpus {
+	if device >= len(ids) {
+		return assertionError("local_rank %d is out of bounds for assigned_physical_gpu_ids %s", device, pyIntList(ids))
+	}
+	if lws, err := pc.LocalWorldSize(); err == nil && lws > len(ids) {
+		return assertionError("local_world_size (%d) exceeds assigned_physical_gpu_ids count (%d)", lws, len(ids))
+	}
+	physical, visible := ids[device], ids[device]
+	if cvd := cp.env.cudaVisible; cvd != "" {
+		visible = -1
+		for i, v := range strings.Split(cvd, ",") {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n == physical {
+				visible = i
+				break
+			}
+		}
+		if visible < 0 {
+			return &PyError{Type: "RuntimeError", Msg: fmt.Sprintf("Physical device %d for logical device %d is not visible in CUDA_VISIBLE_DEVICES=%s", physical, device, cvd)}
+		}
+	}
+	if visible >= cp.gpus {
 		return &PyError{Type: "torch.AcceleratorError", Msg: "CUDA error: invalid device ordinal"}
 	}
 	return nil
+}
+
+// pyIntList renders a list of ints as Python prints it.
+func pyIntList(v []int) string {
+	parts := make([]string, len(v))
+	for i, n := range v {
+		parts[i] = strconv.Itoa(n)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }

@@ -14,8 +14,9 @@ const (
 	kindStoreTrue
 	// kindInt takes one value that Python's int() accepts.
 	kindInt
-	// kindSize is an int vLLM bounds below (a parallel size, rank, count or port): negative
-	// values are rejected by the ParallelConfig field constraints (ge=0 / ge=1).
+	// kindSize is an int the model reads (a parallel size, rank, count or port): argparse takes
+	// any int, and the ParallelConfig field constraints (ge=0 / ge=1, the rpc port's le=65535)
+	// refuse out-of-range ones later, when the config is built (parallel.go fieldErrors).
 	kindSize
 	// kindHumanInt takes an int with an optional k/m/g suffix (arg_utils.human_readable_int).
 	kindHumanInt
@@ -167,7 +168,8 @@ var serveFlags = []flagSpec{
 	{[]string{"--numa-bind"}, kindBool},
 	{[]string{"--numa-bind-nodes"}, kindList},
 	{[]string{"--numa-bind-cpus"}, kindList},
-	{[]string{"--device-ids"}, kindList},
+	// One comma-separated value (arg_utils.py: type=lambda s: [...] over s.split(",")).
+	{[]string{"--device-ids"}, kindString},
 	{[]string{"--enable-fault-tolerance"}, kindBool},
 
 	// CacheConfig

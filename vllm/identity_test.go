@@ -166,10 +166,10 @@ func TestIdentityRows(t *testing.T) {
 			name: "(e3) wide-TP, head start rank auto-switches to external; headless never infers hybrid", moe: true, profile: "main",
 			source: "vllm/engine/arg_utils.py create_engine_config (hybrid with L == 1 -> external)",
 			nodes: wideTP(func(k int) string {
-				if k >= 2 {
-					return "--data-parallel-start-rank 1"
-				}
-				return ""
+				// Replica 0's head names its start rank 0 too: since PR #47692 that makes it
+				// external LB, so rank 0's front end accepts replica 1's non-headless engine
+				// (vllm/v1/engine/utils.py wait_for_engine_startup).
+				return fmt.Sprintf("--data-parallel-start-rank %d", k/2)
 			}),
 			groups: []idGroup{
 				{"h2/0/engine-core-1", idWant{1, some(0), 1, true}},

@@ -277,24 +277,43 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/api-server-0", "num_redundant_experts is set to 32 but EPLB is not enabled."),
 		},
 		{
+			name: "fault tolerance with internal LB is refused", moe: true, profile: "main",
+			source: "vllm/engine/arg_utils.py create_engine_config (fault tolerance requires external LB)",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-fault-tolerance "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: Fault tolerance requires external load balancer mode (--data-parallel-external-lb or --data-parallel-rank). Internal LB mode is not supported."),
+		},
+		{
 			name: "fault tolerance with several API servers is refused", moe: true, profile: "main",
 			source: "vllm/config/parallel.py _validate_parallel_config (_api_process_count set by run_multi_api_server)",
-			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-fault-tolerance "+storeBoth)},
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --data-parallel-rank 0 --api-server-count 4 --enable-fault-tolerance "+storeBoth)},
 			kinds:  []report.Kind{report.ProcessCrashed},
 			also:   crashedWith("h/0/api-server-0", "Fault tolerance requires a single API server process (--api-server-count=1), but got 4."),
 		},
 		{
-			name: "elastic EP caps the API servers at one, so fault tolerance holds", moe: true, profile: "main",
-			source: "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd (Elastic EP only supports running with at most one API server)",
-			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-eplb --enable-elastic-ep --enable-fault-tolerance "+storeBoth)},
+			name: "elastic EP: the engines handshake over TCP and each replica keeps its own torch world", moe: true, profile: "main",
+			source: "vllm/v1/engine/utils.py launch_core_engines (handshake_local_only is False under elastic EP); vllm/distributed/parallel_state.py init_distributed_environment",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -ep --enable-eplb --enable-elastic-ep --api-server-count 4 "+storeBoth)},
 			groups: []idGroup{{"h/0/engine-core-3", idWant{3, some(3), 3, false}}},
 			also: func(t *testing.T, procs []report.Process) {
-				// launch_core_engines: handshake_local_only is False under elastic EP.
 				e := get(t, procs, "h/0/engine-core-0")
 				if len(e.Rendezvous) == 0 || e.Rendezvous[0].Address != "127.0.0.1:29550" {
 					t.Errorf("engine handshake %+v, want the TCP one at 127.0.0.1:29550", e.Rendezvous)
 				}
+				// init_distributed_environment does not widen the world to the DP replicas under
+				// elastic EP: each engine's workers meet alone.
+				a, b := get(t, procs, "h/0/engine-core-0/worker-0"), get(t, procs, "h/0/engine-core-3/worker-0")
+				if len(a.Rendezvous) != 1 || a.Replica == b.Replica || !strings.HasSuffix(a.Replica, "/dp0") || !strings.HasSuffix(b.Replica, "/dp0") {
+					t.Errorf("worlds %+v %s and %+v %s, want one each", a.Rendezvous, a.Replica, b.Rendezvous, b.Replica)
+				}
 			},
+		},
+		{
+			name: "elastic EP with external LB is refused", moe: true, profile: "main",
+			source: "vllm/config/parallel.py __post_init__ (Elastic EP relies on a single API server)",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 2 --data-parallel-rank 0 -ep --enable-eplb --enable-elastic-ep "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "NotImplementedError: Elastic EP is not compatible with data_parallel_external_lb or data_parallel_hybrid_lb."),
 		},
 		{
 			name: "elastic EP with pipeline parallelism is refused", moe: true, profile: "main",
@@ -311,14 +330,71 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("n1/0/headless-0", "ValueError: data_parallel_size_local must be > 0 in headless mode"),
 		},
 		{
-			name: "a world larger than the node with mp forced: every worker fails its device checks", moe: false, profile: "main",
-			source: "vllm/v1/worker/gpu_worker.py init_device (DP adjusted local rank, then local_world_size <= visible devices)",
+			name: "a world larger than the node with mp forced: the workers past the devices fail", moe: false, profile: "main",
+			source: "vllm/v1/worker/gpu_worker.py init_device (PR #45026: the DP-adjusted local rank must be below the device count)",
 			nodes:  []Node{node("h", "vllm serve org/M -tp 16 --distributed-executor-backend mp "+storeBoth)},
 			kinds:  []report.Kind{report.ProcessCrashed},
 			also: func(t *testing.T, procs []report.Process) {
-				crashedWith("h/0/engine-core-0/worker-0", "AssertionError: local_world_size (16) must be less than or equal to the number of visible devices (8).")(t, procs)
-				crashedWith("h/0/engine-core-0/worker-9", "AssertionError: DP adjusted local rank 9 is out of bounds.")(t, procs)
+				crashedWith("h/0/engine-core-0/worker-9", "AssertionError: DP adjusted local rank 9 is out of bounds for 8 devices.")(t, procs)
+				if w := get(t, procs, "h/0/engine-core-0/worker-7"); w.Crashed() {
+					t.Errorf("worker 7 fits the node: %s", exitText(w))
+				}
 			},
+		},
+		{
+			name: "--device-ids picks the node's GPUs: each DP engine takes its slice of them", moe: true, profile: "main",
+			source: "vllm/engine/arg_utils.py _resolve_device_ids; vllm/v1/worker/gpu_worker.py init_device (assigned_physical_gpu_ids)",
+			nodes:  []Node{node("h", `vllm serve org/M -dp 2 -tp 2 --device-ids "4,5,6,7" `+storeBoth)},
+			groups: []idGroup{{"h/0/engine-core-1", idWant{1, some(1), 1, false}}},
+		},
+		{
+			name: "--device-ids shorter than the world: workers past it and the replica's share fail", moe: false, profile: "main",
+			source: "vllm/v1/worker/gpu_worker.py init_device (assigned_physical_gpu_ids bounds)",
+			nodes:  []Node{node("h", "vllm serve org/M -tp 4 --device-ids 0,1 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-0/worker-0", "AssertionError: local_world_size (4) exceeds assigned_physical_gpu_ids count (2)")(t, procs)
+				crashedWith("h/0/engine-core-0/worker-3", "AssertionError: local_rank 3 is out of bounds for assigned_physical_gpu_ids [0, 1]")(t, procs)
+			},
+		},
+		{
+			name: "--device-ids composes with CUDA_VISIBLE_DEVICES: an index past the visible ones is refused", moe: false, profile: "main",
+			source: "vllm/engine/arg_utils.py _resolve_device_ids",
+			nodes:  []Node{node("h", "CUDA_VISIBLE_DEVICES=2,3 vllm serve org/M -tp 2 --device-ids 0,2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: --device-ids index 2 is out of range for CUDA_VISIBLE_DEVICES=2,3 (2 devices visible)"),
+		},
+		{
+			name: "a DP supervisor gives each child its slice of the devices", moe: true, profile: "main",
+			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids; vllm/v1/worker/gpu_worker.py init_device",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 4 -tp 2 -dpm "+storeBoth)},
+			groups: []idGroup{{"h/0/engine-core-3", idWant{3, some(0), 3, true}}},
+		},
+		{
+			name: "a DP supervisor's slices past the node's devices: those children's workers fail", moe: true, profile: "main",
+			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids (child 2 gets devices 4,5 of a 4-GPU node)",
+			nodes:  []Node{{Host: "h", GPUs: 4, Commands: []string{"vllm serve org/M -dp 4 -dpl 4 -tp 2 -dpm " + storeBoth}}},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-2/worker-0", "torch.AcceleratorError: CUDA error: invalid device ordinal")(t, procs)
+				if w := get(t, procs, "h/0/engine-core-1/worker-1"); w.Crashed() {
+					t.Errorf("child 1's worker fits: %s", exitText(w))
+				}
+			},
+		},
+		{
+			name: "a DP supervisor whose --device-ids cannot cover a child dies of it", moe: true, profile: "main",
+			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 2 -tp 2 -dpm --device-ids 0,1,2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/dp-supervisor-0", "ValueError: --device-ids has 3 entries, but DP rank 1 needs devices [2, 4)"),
+		},
+		{
+			name: "--device-ids with a duplicate is refused", moe: false, profile: "main",
+			source: "vllm/engine/arg_utils.py _resolve_device_ids",
+			nodes:  []Node{node("h", "vllm serve org/M -tp 2 --device-ids 1,1 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: --device-ids must not contain duplicates: [1, 1]"),
 		},
 	}
 	for _, row := range rows {

@@ -21,10 +21,10 @@ func TestMooncakeRows(t *testing.T) {
 		"vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 2 --port 8100 "+store)}
 	e2 := wideTP(func(k int) string { return fmt.Sprintf("--data-parallel-rank %d", k/2) })
 	e3 := wideTP(func(k int) string {
-		if k >= 2 {
-			return "--data-parallel-start-rank 1"
-		}
-		return ""
+		// Every node names its replica's first rank, the head of replica 0 too: since PR #47692
+		// its start rank 0 makes it external LB like replica 1's head, so rank 0's front end
+		// accepts replica 1's non-headless engine (vllm/v1/engine/utils.py wait_for_engine_startup).
+		return fmt.Sprintf("--data-parallel-start-rank %d", k/2)
 	})
 	rows := []struct {
 		name, source, profile string

@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,6 +47,9 @@ type ParallelConfig struct {
 
 	// EnableElasticEP is enable_elastic_ep: launch_core_engines then always handshakes over TCP.
 	EnableElasticEP bool
+	// AssignedPhysicalGPUIDs is assigned_physical_gpu_ids: --device-ids resolved by
+	// create_engine_config (EngineArgs._resolve_device_ids); nil without the flag.
+	AssignedPhysicalGPUIDs []int
 
 	// clamp is the profile's nnodes_within_dp rule (PR #53743).
 	clamp bool
@@ -154,6 +158,7 @@ type parallelConfigInput struct {
 	masterAddr                 string
 	masterPort, nnodes, nodeRk int
 	features                   parallelFeatureFlags
+	assignedGPUIDs             []int
 }
 
 // parallelFeatureFlags are the ParallelConfig fields outside data parallelism whose checks can
@@ -175,9 +180,8 @@ type parallelFeatureFlags struct {
 // __post_init__, then the model validators (_validate_parallel_config). gpus is the node's
 // device count as torch sees it.
 func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool) (*ParallelConfig, error) {
-	if in.dpBackend != "mp" && in.dpBackend != "ray" {
-		return nil, &PyError{Type: "pydantic_core.ValidationError",
-			Msg: "1 validation error for ParallelConfig: data_parallel_backend: Input should be 'ray' or 'mp' [input_value=" + pyRepr(in.dpBackend) + "]"}
+	if err := fieldErrors(in); err != nil {
+		return nil, err
 	}
 	pc := &ParallelConfig{
 		PipelineParallelSize:       in.pp,
@@ -200,6 +204,7 @@ func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool
 		NNodes:                     in.nnodes,
 		NodeRank:                   in.nodeRk,
 		EnableElasticEP:            in.features.enableElasticEP,
+		AssignedPhysicalGPUIDs:     in.assignedGPUIDs,
 		clamp:                      clamp,
 		features:                   in.features,
 	}
@@ -215,6 +220,43 @@ func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool
 	return pc, nil
 }
 
+// fieldErrors is pydantic's field validation of ParallelConfig(...), before __post_init__: every
+// field that breaks its constraint (vllm/config/parallel.py: Field(ge=1) on the sizes and nnodes,
+// ge=0 on data_parallel_size_local, data_parallel_rank and node_rank, 1..65535 on the rpc port
+// since PR #51469, the DataParallelBackend literal), in field order, in one ValidationError.
+func fieldErrors(in parallelConfigInput) error {
+	var errs []string
+	atLeast := func(field string, v, lo int) {
+		if v < lo {
+			errs = append(errs, fmt.Sprintf("%s: Input should be greater than or equal to %d [input_value=%d]", field, lo, v))
+		}
+	}
+	atLeast("pipeline_parallel_size", in.pp, 1)
+	atLeast("tensor_parallel_size", in.tp, 1)
+	atLeast("prefill_context_parallel_size", in.pcp, 1)
+	atLeast("data_parallel_size", in.dpSize, 1)
+	atLeast("data_parallel_size_local", in.dpSizeLocal, 0)
+	atLeast("data_parallel_rank", in.dpRank, 0)
+	atLeast("data_parallel_rpc_port", in.dpRPCPort, 1)
+	if in.dpRPCPort > 65535 {
+		errs = append(errs, fmt.Sprintf("data_parallel_rpc_port: Input should be less than or equal to 65535 [input_value=%d]", in.dpRPCPort))
+	}
+	if in.dpBackend != "mp" && in.dpBackend != "ray" {
+		errs = append(errs, "data_parallel_backend: Input should be 'ray' or 'mp' [input_value="+pyRepr(in.dpBackend)+"]")
+	}
+	atLeast("node_rank", in.nodeRk, 0)
+	atLeast("nnodes", in.nnodes, 1)
+	atLeast("decode_context_parallel_size", in.dcp, 1)
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return &PyError{Type: "pydantic_core.ValidationError", Msg: "1 validation error for ParallelConfig: " + errs[0]}
+	}
+	return &PyError{Type: "pydantic_core.ValidationError",
+		Msg: fmt.Sprintf("%d validation errors for ParallelConfig: %s", len(errs), strings.Join(errs, "; "))}
+}
+
 // postInit is ParallelConfig.__post_init__ (the identity-relevant part).
 func (pc *ParallelConfig) postInit(env vllmEnv, gpus int) error {
 	pc.WorldSize = pc.PipelineParallelSize * pc.TensorParallelSize * pc.PrefillContextParallelSize
@@ -226,9 +268,9 @@ func (pc *ParallelConfig) postInit(env vllmEnv, gpus int) error {
 			return validationError("ParallelConfig", "Elastic EP is only supported with enable_eplb=True.")
 		case pc.PipelineParallelSize > 1:
 			return validationError("ParallelConfig", "Elastic EP is not supported with pipeline parallelism (pipeline_parallel_size=%d).", pc.PipelineParallelSize)
-		case pc.HybridLB:
+		case pc.ExternalLB || pc.HybridLB:
 			// NotImplementedError is no ValueError: pydantic lets it through unwrapped.
-			return &PyError{Type: "NotImplementedError", Msg: "Elastic EP is not compatible with data_parallel_hybrid_lb. Elastic EP supports a single API server/core client path or data_parallel_external_lb, but not hybrid load balancing."}
+			return &PyError{Type: "NotImplementedError", Msg: "Elastic EP is not compatible with data_parallel_external_lb or data_parallel_hybrid_lb. Elastic EP relies on a single API server and core client to coordinate scale up/down."}
 		}
 	}
 	if pc.DataParallelSize > 1 || pc.DataParallelSizeLocal == 0 {

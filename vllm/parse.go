@@ -513,19 +513,6 @@ func (p *argParser) setBool(spec *flagSpec, negated bool) error {
 	return nil
 }
 
-// sizeMin is the lower bound vLLM's pydantic fields put on each bounded integer
-// (vllm/config/parallel.py ParallelConfig: Field(ge=1) on the sizes, ge=0 on ranks; the rpc port
-// is ge=1, le=65535).
-var sizeMin = map[string]int{
-	"--tensor-parallel-size":          1,
-	"--pipeline-parallel-size":        1,
-	"--prefill-context-parallel-size": 1,
-	"--decode-context-parallel-size":  1,
-	"--data-parallel-size":            1,
-	"--nnodes":                        1,
-	"--data-parallel-rpc-port":        1,
-}
-
 // set stores one flag value, validating it as argparse's type= and the pydantic field would.
 func (p *argParser) set(spec *flagSpec, val string) error {
 	a := p.args
@@ -536,12 +523,8 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 		if err != nil {
 			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid int value: %q", val)}
 		}
-		if lo := sizeMin[flag]; n < lo {
-			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("Input should be greater than or equal to %d [input_value=%s]", lo, val)}
-		}
-		if flag == "--data-parallel-rpc-port" && n > 65535 {
-			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("Input should be less than or equal to 65535 [input_value=%s]", val)}
-		}
+		// argparse's type=int takes any int; the bounds are ParallelConfig's field constraints,
+		// checked when create_engine_config builds it (parallel.go fieldErrors).
 		return p.setSize(flag, n)
 	case kindInt:
 		if _, err := pyInt(val); err != nil {

@@ -39,19 +39,8 @@ func FuzzParseServe(f *testing.F) {
 				t.Fatalf("ParseServe(%q): empty error message", line)
 			}
 		} else {
-			for name, v := range map[string]int{
-				"tp": a.TensorParallelSize, "pp": a.PipelineParallelSize, "dp": a.DataParallelSize,
-				"pcp": a.PrefillContextParallelSize, "dcp": a.DecodeContextParallelSize, "nnodes": a.NNodes,
-			} {
-				if v < 1 {
-					t.Fatalf("ParseServe(%q): %s = %d", line, name, v)
-				}
-			}
-			for name, p := range map[string]*int{"rank": a.DataParallelRank, "start": a.DataParallelStartRank, "local": a.DataParallelSizeLocal} {
-				if p != nil && *p < 0 {
-					t.Fatalf("ParseServe(%q): %s = %d", line, name, *p)
-				}
-			}
+			// argparse takes any int for the sizes and ranks (ParallelConfig refuses the
+			// out-of-range ones later, below).
 			if len(a.Argv) < 2 || a.Argv[1] != "serve" {
 				t.Fatalf("ParseServe(%q): argv %q", line, a.Argv)
 			}
@@ -65,6 +54,16 @@ func FuzzParseServe(f *testing.F) {
 		}
 		if len(np.Commands) != 1 || np.Commands[0] == nil {
 			t.Fatalf("PlanNode(%q): %d top processes", line, len(np.Commands))
+		}
+		// A size below 1 gets no process going: ParallelConfig (Field(ge=1)) or the arithmetic of
+		// create_engine_config refuses it before any child starts.
+		if a != nil {
+			for name, v := range map[string]int{"tp": a.TensorParallelSize, "pp": a.PipelineParallelSize, "dp": a.DataParallelSize,
+				"pcp": a.PrefillContextParallelSize, "dcp": a.DecodeContextParallelSize, "nnodes": a.NNodes} {
+				if top := np.Commands[0]; v < 1 && (top.Crash == nil || top.Crash.Stage != StageConfig || len(top.Children) != 0) {
+					t.Fatalf("PlanNode(%q): %s = %d, but the top process does not fail at config: %+v", line, name, v, top.Crash)
+				}
+			}
 		}
 	})
 }

@@ -1,6 +1,10 @@
 package vllm
 
-import "github.com/widetp/widetp/report"
+import (
+	"fmt"
+
+	"github.com/widetp/widetp/report"
+)
 
 // This file is the contract between the model and the node program (simnode): the model turns a
 // node's `vllm serve` lines into a tree of ProcessPlans; simnode executes each plan for real (OS
@@ -52,7 +56,71 @@ type RendezvousPlan struct {
 	// every earlier and later binder of its host bound or died, so the later binder is the one
 	// that fails, every run.
 	BindsEarly bool `json:"binds_early,omitempty"`
+	// Hello (an engine core's handshake with a front end) is what the engine says when it joins:
+	// rank 0 may refuse it (Expect).
+	Hello *EngineHello `json:"hello,omitempty"`
+	// Expect (rank 0 of a front end's handshake) is what the front end accepts. When a member's
+	// Hello is refused (HandshakeExpect.Refuse), rank 0 raises that RuntimeError at once and
+	// exits; its own engines (Local) are shut down with it, and every other member that joined
+	// gets no answer and exits with HandshakeNoAnswer.
+	Expect *HandshakeExpect `json:"expect,omitempty"`
 }
+
+// EngineHello is the HELLO an engine core sends on a handshake socket (vllm/v1/engine/core.py
+// EngineCoreProc.startup_handshake, from _perform_handshakes).
+type EngineHello struct {
+	// Index is the engine's DP rank, its ZMQ identity (EngineCoreProc.engine_index).
+	Index int `json:"index"`
+	// Local is `local_client and client_handshake_address is None`: false on rank 0's handshake
+	// for the engines of a dp_rank > 0 front end (they say Local on their own front end's) and for
+	// run_headless's engines.
+	Local bool `json:"local"`
+	// Headless is `not local_client`: the engines run_headless starts.
+	Headless bool `json:"headless"`
+}
+
+// HandshakeExpect is what a front end accepts on the handshake it serves (vllm/v1/engine/utils.py
+// launch_core_engines' engines_to_handshake, and wait_for_engine_startup).
+type HandshakeExpect struct {
+	// First and Count: the engines First..First+Count-1 (every DP rank on rank 0; a dp_rank > 0
+	// front end's own engines otherwise); the first LocalCount of them are local.
+	First      int `json:"first"`
+	Count      int `json:"count"`
+	LocalCount int `json:"local_count"`
+	// RemoteHeadless is remote_should_be_headless: `not data_parallel_hybrid_lb and not
+	// data_parallel_external_lb` of the front end's own config.
+	RemoteHeadless bool `json:"remote_headless"`
+}
+
+// Refuse is wait_for_engine_startup's verdict on one HELLO, in vLLM's order: the RuntimeError the
+// front end raises, or "" when it accepts the engine.
+func (x HandshakeExpect) Refuse(h EngineHello) string {
+	if h.Index < x.First || h.Index >= x.First+x.Count {
+		return fmt.Sprintf("RuntimeError: Message from engine with unexpected data parallel rank: %d", h.Index)
+	}
+	local := h.Index < x.First+x.LocalCount
+	where := func(l bool) string {
+		if l {
+			return "local"
+		}
+		return "remote"
+	}
+	if h.Local != local {
+		return fmt.Sprintf("RuntimeError: HELLO message from %s engine %d, expected it to be %s", where(h.Local), h.Index, where(local))
+	}
+	// Remote engines must be headless exactly when the front end runs internal LB.
+	if !h.Local && h.Headless != x.RemoteHeadless {
+		if h.Headless {
+			return fmt.Sprintf("RuntimeError: Remote engine %d must not use --headless in external or hybrid dp lb mode", h.Index)
+		}
+		return fmt.Sprintf("RuntimeError: Remote engine %d must use --headless unless in external or hybrid dp lb mode", h.Index)
+	}
+	return ""
+}
+
+// HandshakeNoAnswer is what an engine raises when the front end never answers its HELLO
+// (vllm/v1/engine/core.py startup_handshake, HANDSHAKE_TIMEOUT_MINS = 5).
+const HandshakeNoAnswer = "RuntimeError: Did not receive response from front-end process within 5 minutes"
 
 // ProcessPlan is everything one simulated process is and does.
 type ProcessPlan struct {
@@ -87,8 +155,15 @@ type ProcessPlan struct {
 	// from TP rank 0, then PP rank 0, at worker init (PRs #39907, #44528). Identity.EngineID holds
 	// the worker's own value before the exchange.
 	EngineIDFromRank *int `json:"engine_id_from_rank,omitempty"`
-	// Children are started by this process after its StageConfig checks pass.
+	// Children are started by this process after its StageConfig checks pass (and its
+	// StageHandshakeBind), or, with ChildrenAfterRendezvous, once it completed every rendezvous.
 	Children []*ProcessPlan `json:"children,omitempty"`
+	// ChildrenAfterRendezvous: the process starts its children only after it completed all its
+	// Rendezvous, in order; if one fails they never start. An engine core handshakes with its front
+	// end(s) and joins its DP group before its executor starts the workers
+	// (vllm/v1/engine/core.py EngineCoreProc.__init__: _perform_handshakes, _init_data_parallel,
+	// then EngineCore.__init__ builds the executor), so a refused or stranded engine has no workers.
+	ChildrenAfterRendezvous bool `json:"children_after_rendezvous,omitempty"`
 }
 
 // ChildFailurePlaceholder ends a ChildFailure whose text names the failed children.

@@ -220,6 +220,7 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 	}
 	cp.schedulerConnector(p, pc)
 	p.ChildFailure = workerStartupFailure
+	p.ChildrenAfterRendezvous = true
 	return p
 }
 

@@ -38,13 +38,17 @@ const (
 //  1. config: a process with a Crash at StageConfig exits before starting children; otherwise
 //     it binds its BindsEarly rendezvous (StageHandshakeBind): the later binder of one address on
 //     one host, in host order, exits with ZMQBindError and never starts its children (nor joins a
-//     barrier); otherwise its children start.
+//     barrier); otherwise its children start (those of a ChildrenAfterRendezvous process, an
+//     engine core, once it completed its rendezvous in stage 3: a barrier waits for them).
 //  2. engine init: Crash at StageEngineInit ends the process.
 //  3. rendezvous: each process joins its RendezvousPlans in order. A barrier completes when every
 //     rank 0..world_size-1 of it arrives, once, with one world size; it fails when a member can
 //     never arrive (it exited, never started, or failed an earlier barrier), on conflicting world
 //     sizes or duplicate ranks, or in a wait cycle. Every member that arrived at a failed barrier
-//     records Error and Missing and exits with the time-out vLLM would raise.
+//     records Error and Missing and exits with the time-out vLLM would raise. A front end's
+//     handshake whose rank 0 refuses an arrived member's Hello (HandshakeExpect.Refuse) fails at
+//     once: the front end exits with the refusal, its own engines stop with it, and the other
+//     members that arrived exit with HandshakeNoAnswer.
 //  4. connector init: workers adopt the engine_id their EngineIDFromRank names; a Crash at
 //     StageConnectorInit ends the process; the others register their segment and bind their
 //     lookup server.
@@ -156,12 +160,55 @@ func (s *sim) start(p *simProc) {
 	if !s.bindEarly(p) {
 		return
 	}
+	if p.plan.ChildrenAfterRendezvous && len(p.plan.Rendezvous) > 0 {
+		return // startLate, once p completed its rendezvous
+	}
+	s.startChildren(p)
+}
+
+func (s *sim) startChildren(p *simProc) {
 	for _, c := range p.children {
 		if !p.alive() {
 			return
 		}
 		s.start(c)
 	}
+}
+
+// startLate starts the children of a ChildrenAfterRendezvous process that just completed its last
+// rendezvous, then ends together the ones that raise at StageEngineInit (as run does for the
+// processes that start first).
+func (s *sim) startLate(p *simProc) {
+	s.startChildren(p)
+	var failures []exitEvent
+	var walk func(*simProc)
+	walk = func(q *simProc) {
+		for _, c := range q.children {
+			if c.alive() && c.plan.Crash != nil && c.plan.Crash.Stage == StageEngineInit {
+				failures = append(failures, exitEvent{c, 1, c.plan.Crash.Error})
+			}
+			walk(c)
+		}
+	}
+	walk(p)
+	s.exitAll(failures)
+}
+
+// pendingStart: p has not started yet but will, once its ancestors complete their rendezvous (a
+// ChildrenAfterRendezvous parent still in its barriers). A barrier waits for it as for a member busy
+// with an earlier barrier.
+func pendingStart(p *simProc) bool {
+	if p.started {
+		return false
+	}
+	par := p.parent
+	if par == nil {
+		return false
+	}
+	if par.started {
+		return par.alive() && par.plan.ChildrenAfterRendezvous && par.next < len(par.plan.Rendezvous)
+	}
+	return pendingStart(par)
 }
 
 // bindEarly is StageHandshakeBind: p binds the rendezvous it serves with BindsEarly, in host
@@ -324,6 +371,8 @@ func (s *sim) settle(b *barrier, force bool) bool {
 	gone := false
 	for _, m := range b.members {
 		switch {
+		case pendingStart(m.p) && !force:
+			return false // this member starts once its parent is through its own barriers
 		case !m.p.alive():
 			gone = true
 		case m.p.next == m.idx:
@@ -333,12 +382,21 @@ func (s *sim) settle(b *barrier, force bool) bool {
 		}
 	}
 	world, conflict := barrierShape(b, arrived)
+	if front, why := refusal(arrived); front != nil {
+		s.refuse(b, arrived, world, front, why)
+		return true
+	}
 	if !gone && !force && conflict == "" && len(arrived) == world {
 		for _, m := range arrived {
 			m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{Kind: m.plan.Kind, Address: b.address})
 			m.p.next++
 		}
 		b.resolved = true
+		for _, m := range arrived {
+			if m.p.alive() && m.p.plan.ChildrenAfterRendezvous && m.p.next == len(m.p.plan.Rendezvous) {
+				s.startLate(m.p)
+			}
+		}
 		return true
 	}
 	missing := missingMembers(b, arrived, world)
@@ -357,6 +415,57 @@ func (s *sim) settle(b *barrier, force bool) bool {
 	}
 	s.exitAll(events)
 	return true
+}
+
+// refusal finds the HELLO that rank 0 of a front end's handshake refuses among the members that
+// arrived (HandshakeExpect.Refuse), the lowest rank first; front is nil when rank 0 is not there or
+// refuses no one. vLLM's front end refuses the first offending HELLO it reads; which one that is
+// does not change who fails. Two engines with one DP index have one ZMQ identity, and the ROUTER
+// socket takes only one of them: they are left to the barrier's rank conflict.
+func refusal(arrived []member) (front *member, why string) {
+	var rank0 *member
+	byIndex := map[int]int{}
+	for i := range arrived {
+		if arrived[i].plan.Rank == 0 && arrived[i].plan.Expect != nil {
+			rank0 = &arrived[i]
+		}
+		if h := arrived[i].plan.Hello; h != nil {
+			byIndex[h.Index]++
+		}
+	}
+	if rank0 == nil {
+		return nil, ""
+	}
+	byRank := append([]member(nil), arrived...)
+	sort.SliceStable(byRank, func(i, j int) bool { return byRank[i].plan.Rank < byRank[j].plan.Rank })
+	for i := range byRank {
+		if h := byRank[i].plan.Hello; h != nil && byIndex[h.Index] == 1 {
+			if why := rank0.plan.Expect.Refuse(*h); why != "" {
+				return rank0, why
+			}
+		}
+	}
+	return nil, ""
+}
+
+// refuse ends a handshake whose front end refused a HELLO (vllm/v1/engine/utils.py
+// wait_for_engine_startup): the front end raises at once and exits, which stops its own (Local)
+// engines with it; every other member that joined waits for an answer that never comes and gives
+// up (HandshakeNoAnswer). The front end and those members record the handshake as failed.
+func (s *sim) refuse(b *barrier, arrived []member, world int, front *member, why string) {
+	b.resolved = true
+	missing := missingMembers(b, arrived, world)
+	front.p.rec.Rendezvous = append(front.p.rec.Rendezvous, report.Rendezvous{Kind: front.plan.Kind, Address: b.address, Error: why, Missing: missing})
+	s.exit(front.p, 1, why)
+	var events []exitEvent
+	for _, m := range arrived {
+		if !m.p.alive() {
+			continue // the front end's own engines, stopped with it
+		}
+		m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{Kind: m.plan.Kind, Address: b.address, Error: HandshakeNoAnswer, Missing: missing})
+		events = append(events, exitEvent{m.p, 1, HandshakeNoAnswer})
+	}
+	s.exitAll(events)
 }
 
 // barrierShape is the world size the barrier's rank 0 serves (the TCPStore master's), and a

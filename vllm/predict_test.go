@@ -237,10 +237,28 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 		{"two LB modes", "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd", "vllm serve m -dp 2 --data-parallel-rank 0 --data-parallel-start-rank 0", true, "ValueError: Cannot use more than one data parallel load balancing mode"},
 		{"api servers with headless", "serve.py ServeSubcommand.cmd", "vllm serve m --headless --api-server-count 2", true, "ValueError: --api-server-count=2 cannot be used with --headless"},
 		{"hybrid and headless", "arg_utils.py create_engine_config", "vllm serve m -dp 2 -dpl 1 --headless -dph", true, "AssertionError: data_parallel_hybrid_lb is not applicable in headless mode"},
-		{"nnodes with ray", "arg_utils.py create_engine_config", "vllm serve m --nnodes 2 --data-parallel-backend ray", true, "AssertionError: nnodes > 1 is only supported with data_parallel_backend=mp"},
-		{"world not divisible by nodes", "arg_utils.py create_engine_config", "vllm serve m -tp 3 --nnodes 2", true, "AssertionError: world_size=3 must be divisible by nnodes=2."},
-		{"node rank past nnodes", "arg_utils.py create_engine_config", "vllm serve m -tp 2 --nnodes 2 --node-rank 2", true, "AssertionError: node_rank=2 must be less than nnodes=2."},
-		{"external LB local size", "arg_utils.py create_engine_config", "vllm serve m -dp 4 --data-parallel-rank 1 -dpl 2", true, "AssertionError: data_parallel_size_local must be 1 or None when data_parallel_rank is set"},
+		{"nnodes with ray", "arg_utils.py create_engine_config", "vllm serve m --nnodes 2 --data-parallel-backend ray", true, "ValueError: Invalid data-parallel launch options: `--nnodes 2` requires `--data-parallel-backend mp`; got `--data-parallel-backend ray`. Use the MP backend or set `--nnodes 1`."},
+		{"world not divisible by nodes", "arg_utils.py create_engine_config", "vllm serve m -tp 3 --nnodes 2", true, "ValueError: Invalid data-parallel launch options: `--nnodes 2` must evenly divide the total world size (3)."},
+		{"node rank past nnodes", "arg_utils.py create_engine_config", "vllm serve m -tp 2 --nnodes 2 --node-rank 2", true, "ValueError: Invalid data-parallel launch options: `--node-rank` must be between 0 and 1; got `--node-rank 2`."},
+		{"external LB local size", "arg_utils.py create_engine_config", "vllm serve m -dp 4 --data-parallel-rank 1 -dpl 2", true, "ValueError: Invalid data-parallel launch options: an external data-parallel rank requires `--data-parallel-size-local 1`; got 2. Set it to 1 or omit it."},
+		{"hybrid LB without a local size", "arg_utils.py create_engine_config", "vllm serve m -dp 4 -dph", true, "ValueError: Invalid data-parallel launch options: `--data-parallel-hybrid-lb` requires `--data-parallel-size-local`."},
+		{"hybrid and external LB", "arg_utils.py create_engine_config", "vllm serve m -dp 4 -dpl 2 -dph --data-parallel-external-lb", true, "ValueError: Cannot use more than one data parallel load balancing mode."},
+		// argparse takes any int; ParallelConfig's field constraints refuse these when
+		// create_engine_config builds it (pydantic validates fields before __post_init__).
+		{"negative DP rank", "config/parallel.py ParallelConfig Field(ge=0)", "vllm serve m -dp 2 --data-parallel-rank -1", true,
+			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: data_parallel_rank: Input should be greater than or equal to 0 [input_value=-1]"},
+		{"zero sizes, every field at once", "config/parallel.py ParallelConfig Field(ge=1)", "vllm serve m -tp 0 -dp 0 --headless", true,
+			"pydantic_core.ValidationError: 2 validation errors for ParallelConfig: tensor_parallel_size: Input should be greater than or equal to 1 [input_value=0]; data_parallel_size: Input should be greater than or equal to 1 [input_value=0]"},
+		{"rpc port above 65535", "config/parallel.py data_parallel_rpc_port Field(ge=1, le=65535) (PR #51469)", "vllm serve m -dpp 70000", true,
+			"data_parallel_rpc_port: Input should be less than or equal to 65535 [input_value=70000]"},
+		{"negative node rank on one node", "config/parallel.py node_rank Field(ge=0)", "vllm serve m --node-rank -3", true,
+			"node_rank: Input should be greater than or equal to 0 [input_value=-3]"},
+		{"negative node rank with --nnodes (PR #49124)", "arg_utils.py create_engine_config", "vllm serve m -tp 2 --nnodes 2 --node-rank -1", true,
+			"ValueError: Invalid data-parallel launch options: `--node-rank` must be between 0 and 1; got `--node-rank -1`."},
+		{"zero TP with --nnodes divides by zero", "arg_utils.py create_engine_config (node_rank * local_world_size // world_size_within_dp)", "vllm serve m -tp 0 --nnodes 2", true,
+			"ZeroDivisionError: integer division or modulo by zero"},
+		{"offline DP with more than one local engine", "v1/engine/utils.py launch_core_engines (offline_mode: assert local_engine_count == 1)",
+			"VLLM_DP_SIZE=4 VLLM_DP_RANK=1 vllm serve m -dpl 2", true, "AssertionError"},
 		{"rank out of range", "config/parallel.py __post_init__", "vllm serve m -dp 2 --data-parallel-start-rank 2 -dpl 1 --headless", true, "data_parallel_rank (2) must be in the range [0, 2)"},
 		{"local size above DP size", "config/parallel.py _validate_parallel_config", "vllm serve m -dp 2 -dpl 4", true, "data_parallel_size_local (4) must be <= data_parallel_size (2)"},
 		{"external LB with DP 1", "config/parallel.py _validate_parallel_config", "vllm serve m --data-parallel-rank 0", true, "data_parallel_external_lb can only be set when data_parallel_size > 1"},
@@ -256,6 +274,8 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 		{"auto tool choice needs a parser", "entrypoints/openai/cli_args.py validate_parsed_serve_args", "vllm serve m --enable-auto-tool-choice", true, "TypeError: Error: --enable-auto-tool-choice requires --tool-call-parser"},
 		{"multi-port supervisor needs two local ranks", "entrypoints/openai/dp_supervisor.py", "vllm serve m -dp 4 -dpl 1 -dpm", true, "ValueError: Error: --data-parallel-multi-port-external-lb requires --data-parallel-size-local >= 2"},
 		{"Ray placement on the master node", "v1/engine/utils.py create_dp_placement_groups", "vllm serve m -dp 4 -tp 4 -dpb ray", true, "ValueError: Not enough resources to allocate 4 DP ranks on DP master node h"},
+		{"Ray fill packing with DeepEP", "v1/engine/utils.py create_dp_placement_groups", "VLLM_RAY_DP_PACK_STRATEGY=fill vllm serve m -dp 4 -tp 2 -dpb ray --all2all-backend deepep_low_latency", true,
+			"ValueError: DeepEP kernels require EP ranks [0,7] (same for [8,15], ...) to be on the same node, but VLLM_RAY_DP_PACK_STRATEGY=fill does not guarantee that."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,7 +302,7 @@ func TestRuntimeFailures(t *testing.T) {
 	t.Run("DP-adjusted local rank past the node's devices (gpu_worker.py init_device)", func(t *testing.T) {
 		procs := predict(t, true, "main", node("h", "vllm serve org/M -dp 2 -tp 8"))
 		w := get(t, procs, "h/0/engine-core-1/worker-0")
-		if w.Exit == nil || w.Exit.Error != "AssertionError: DP adjusted local rank 8 is out of bounds. " {
+		if w.Exit == nil || w.Exit.Error != "AssertionError: DP adjusted local rank 8 is out of bounds for 8 devices." {
 			t.Errorf("worker: %s", exitText(w))
 		}
 		api := get(t, procs, "h/0/api-server-0")
@@ -290,12 +310,22 @@ func TestRuntimeFailures(t *testing.T) {
 			t.Errorf("api server: %s", exitText(api))
 		}
 	})
-	t.Run("a follower that never starts fails the MoE world of every replica", func(t *testing.T) {
+	t.Run("a node that never starts strands the engines' handshake, so no head worker starts", func(t *testing.T) {
+		// h2 (replica 1's head) refuses to start; replica 0's engine waits for it at rank 0's
+		// handshake and never builds its executor (vllm/v1/engine/core.py EngineCoreProc.__init__:
+		// handshakes first), so replica 0's follower waits in vain for the head's workers.
 		nodes := wideTP(func(int) string { return "" })[:3]
 		procs := predict(t, true, "main", nodes...)
-		w := get(t, procs, "h0/0/engine-core-0/worker-0")
-		if len(w.Rendezvous) != 1 || w.Rendezvous[0].Error == "" || !contains(w.Rendezvous[0].Missing, "rank 24") || !w.Crashed() {
-			t.Errorf("worker: %s %+v", exitText(w), w.Rendezvous)
+		e := get(t, procs, "h0/0/engine-core-0")
+		if len(e.Rendezvous) != 1 || e.Rendezvous[0].Error == "" || !e.Crashed() {
+			t.Errorf("engine: %s %+v", exitText(e), e.Rendezvous)
+		}
+		if w := get(t, procs, "h0/0/engine-core-0/worker-0"); w.Exit != nil || len(w.Rendezvous) != 0 {
+			t.Errorf("head worker: %s %+v, want never started", exitText(w), w.Rendezvous)
+		}
+		f := get(t, procs, "h1/0/headless-0/worker-0")
+		if len(f.Rendezvous) != 1 || !contains(f.Rendezvous[0].Missing, "h0/0/engine-core-0/worker-0") || !contains(f.Rendezvous[0].Missing, "rank 24") || !f.Crashed() {
+			t.Errorf("follower worker: %s %+v", exitText(f), f.Rendezvous)
 		}
 	})
 	t.Run("dense wide-TP with DP > 1: the followers keep DP 2 while the heads reconfigure to 1", func(t *testing.T) {

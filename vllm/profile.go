@@ -26,6 +26,11 @@ type Profile struct {
 	ExternalLBRank string `json:"external_lb_rank"`
 	// HeadlessRankCheck is which DP rank run_headless refuses (PRs #19790, #20398; vLLM#20399).
 	HeadlessRankCheck string `json:"headless_rank_check"`
+	// StartRankZero is whether create_engine_config reads --data-parallel-start-rank 0 as a start
+	// rank or as no start rank at all (PR #47692, vLLM#47691).
+	StartRankZero string `json:"start_rank_zero"`
+	// DPLaunchChecks is how create_engine_config refuses an invalid data-parallel launch (PR #49124).
+	DPLaunchChecks string `json:"dp_launch_checks"`
 }
 
 // Change values. The first value of each Change is the older behaviour.
@@ -52,6 +57,12 @@ const (
 	HeadlessRankCheckDerived = "derived" // parallel_config.data_parallel_rank is not None: always true
 	HeadlessRankCheckRaw     = "raw"     // --data-parallel-rank was given
 	HeadlessRankCheckNone    = "none"    // no check (headless followers of external-LB wide TP pass a rank)
+
+	StartRankZeroUnset = "unset" // `if self.data_parallel_start_rank`: 0 is falsy, so no start rank
+	StartRankZeroSet   = "set"   // `is not None`: 0 infers hybrid LB and is the node's DP rank
+
+	DPLaunchChecksAssert     = "assert"      // bare asserts: AssertionError with the old messages
+	DPLaunchChecksValueError = "value_error" // ValueError("Invalid data-parallel launch options: ...")
 )
 
 // Change is one general rule of vLLM that changed over time, and the values a profile can pin.
@@ -85,7 +96,7 @@ var changes = []Change{
 	{
 		Name:   "engine_id_dp_suffix",
 		Values: []string{EngineIDSuffixLocal, EngineIDSuffixGlobal},
-		Doc: "DP suffix of the KV engine_id in run_engine_core and the Ray actor manager (vLLM PR " +
+		Doc: "DP suffix of the KV engine_id in run_engine_core (vLLM PR " +
 			"#46628): local = _dp{local_dp_rank}; global = _dp{dp_rank}",
 		get: func(p *Profile) *string { return &p.EngineIDDPSuffix },
 	},
@@ -109,7 +120,7 @@ var changes = []Change{
 		Values: []string{ExternalLBRankInfer, ExternalLBRankExplicit},
 		Doc: "external LB with --nnodes (vLLM PR #53743): infer = the rank inferred from --node-rank " +
 			"overrides an explicit --data-parallel-rank; explicit = an explicit rank is kept, and without " +
-			"one more DP ranks than nodes is a ValueError",
+			"one --nnodes must be a multiple of --data-parallel-size (ValueError: ... Set a unique `--data-parallel-rank` ...)",
 		get: func(p *Profile) *string { return &p.ExternalLBRank },
 	},
 	{
@@ -121,6 +132,26 @@ var changes = []Change{
 			"checks the user's --data-parallel-rank; none = vLLM main, where run_headless has no such check " +
 			"(the headless followers of an external-LB wide-TP replica pass --data-parallel-rank)",
 		get: func(p *Profile) *string { return &p.HeadlessRankCheck },
+	},
+	{
+		Name:   "start_rank_zero",
+		Values: []string{StartRankZeroUnset, StartRankZeroSet},
+		Doc: "--data-parallel-start-rank 0 in create_engine_config (vLLM PR #47692, issue #47691): " +
+			"unset = a truthiness test reads 0 as no start rank, so the node infers no hybrid LB and takes " +
+			"the DP rank inferred from --node-rank; set = 0 is a start rank like any other: a non-headless " +
+			"node infers hybrid LB (external LB when its local size is 1), so its engines are " +
+			"local_engines_only and rank 0's front end refuses --headless remote engines",
+		get: func(p *Profile) *string { return &p.StartRankZero },
+	},
+	{
+		Name:   "dp_launch_checks",
+		Values: []string{DPLaunchChecksAssert, DPLaunchChecksValueError},
+		Doc: "create_engine_config's data-parallel launch-option checks (vLLM PR #49124): assert = bare " +
+			"asserts (AssertionError: nnodes > 1 is only supported with data_parallel_backend=mp, " +
+			"world_size=W must be divisible by nnodes=N., ...), --node-rank bounded from above only; " +
+			"value_error = ValueError: Invalid data-parallel launch options: ... with a message per case, " +
+			"and a negative --node-rank refused too",
+		get: func(p *Profile) *string { return &p.DPLaunchChecks },
 	},
 }
 
@@ -147,6 +178,16 @@ var namedProfiles = map[string]func() Profile{
 		p := mainProfile()
 		p.Name = "pre-48061"
 		p.MooncakeDPIndex = MooncakeDPIndexLegacy
+		return p
+	},
+	// main-455edc0 is vLLM main of 2026-08-17 (commit 455edc0), the snapshot conformance runs
+	// against: it has PRs #46628, #47692, #48061 and #49124, and lacks #53743 (no clamp, and an
+	// external-LB --nnodes launch still takes the rank inferred from --node-rank).
+	"main-455edc0": func() Profile {
+		p := mainProfile()
+		p.Name = "main-455edc0"
+		p.NNodesWithinDP = NNodesWithinDPFloor
+		p.ExternalLBRank = ExternalLBRankInfer
 		return p
 	},
 }

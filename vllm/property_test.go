@@ -63,9 +63,10 @@ func genLaunch(t *rapid.T) launch {
 					cmd += " --headless"
 				}
 			case "start-rank":
-				if r > 0 {
-					cmd += fmt.Sprintf(" --data-parallel-start-rank %d", r)
-				}
+				// Replica 0's nodes too: without it (or, before PR #47692, with start rank 0) rank
+				// 0's front end runs internal LB and refuses replica 1's non-headless engine
+				// (vllm/v1/engine/utils.py wait_for_engine_startup).
+				cmd += fmt.Sprintf(" --data-parallel-start-rank %d", r)
 				if !head {
 					cmd += " --headless"
 				}

@@ -17,7 +17,7 @@ func (cp *cmdPlanner) rayFrontEnd(p *ProcessPlan, pc *ParallelConfig) *ProcessPl
 		cp.err = fmt.Errorf("%d Ray actors: %w", pc.DataParallelSize, errNotSimulated)
 		return p
 	}
-	local, err := rayLocalDPRanks(pc, cp.gpus, cp.env.rayDPPackStrategy)
+	local, err := rayLocalDPRanks(pc, cp.gpus, cp.env.rayDPPackStrategy, cp.args.lastOther("--all2all-backend"))
 	if err != nil {
 		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
 		return p
@@ -30,8 +30,9 @@ func (cp *cmdPlanner) rayFrontEnd(p *ProcessPlan, pc *ParallelConfig) *ProcessPl
 }
 
 // rayActor is one DP engine actor: DPMoEEngineCoreActor when D > 1 and the model is MoE, else
-// EngineCoreActor. The actor manager suffixes the engine_id of every actor when D > 1
-// (_dp{local_index} before PR #46628, _dp{dp_rank} after).
+// EngineCoreActor. When D > 1 the actor manager suffixes every actor's engine_id with its global DP
+// rank (vllm/v1/engine/utils.py _apply_dp_identity_suffix, since PR #41792, before #46628 changed
+// run_engine_core's; engine_id_dp_suffix does not apply here).
 func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, parentID string) *ProcessPlan {
 	id := cp.id(report.RoleRayActor, index)
 	pc := parent.clone()
@@ -41,7 +42,7 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 	if cp.args.KVTransfer.buildsConnector() {
 		engineID = cp.engineID
 		if pc.DataParallelSize > 1 {
-			engineID = engineIDWithDPSuffix(cp.engineID, index, localIndex, cp.opts.Profile)
+			engineID = fmt.Sprintf("%s_dp%d", cp.engineID, index)
 		}
 	}
 	moe := pc.DataParallelSize > 1 && pc.IsMoEModel
@@ -67,6 +68,8 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 	}
 	cp.schedulerConnector(p, pc)
 	p.ChildFailure = rayActorFailure
+	// The actor joins its DP group in _init_data_parallel before it builds its executor.
+	p.ChildrenAfterRendezvous = true
 	return p
 }
 
@@ -74,13 +77,16 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 // homogeneous Ray cluster whose nodes have this node's device count: the DP master node takes
 // data_parallel_size_local ranks, then each further node takes (strict) that many again, (fill)
 // as many as fit, or (span) one rank spread over several nodes; a rank's local index is its
-// ordinal on its node.
-func rayLocalDPRanks(pc *ParallelConfig, gpus int, strategy string) ([]int, error) {
+// ordinal on its node. fill cannot keep DeepEP's EP ranks on one node, so it refuses DeepEP.
+func rayLocalDPRanks(pc *ParallelConfig, gpus int, strategy, all2all string) ([]int, error) {
 	D, L, ws := pc.DataParallelSize, pc.DataParallelSizeLocal, pc.WorldSize
 	switch strategy {
 	case "strict", "fill", "span":
 	default:
 		return nil, valueError("%s is not supported. Make sure to set `VLLM_RAY_DP_PACK_STRATEGY` to one of ('strict', 'fill', 'span')", strategy)
+	}
+	if strategy == "fill" && (all2all == "deepep_high_throughput" || all2all == "deepep_low_latency") {
+		return nil, valueError("DeepEP kernels require EP ranks [0,7] (same for [8,15], ...) to be on the same node, but VLLM_RAY_DP_PACK_STRATEGY=fill does not guarantee that. Please use VLLM_RAY_DP_PACK_STRATEGY=strict instead.")
 	}
 	local := make([]int, 0, D)
 	if strategy == "span" {

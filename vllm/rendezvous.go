@@ -59,73 +59,88 @@ type engineHandshake struct {
 	// engineRank maps an engine's DP index to its rank in each handshake.
 	globalRank func(index int) int
 	localRank  func(index int) int
+	// headless: the engines are run_headless's (CoreEngineProcManager(local_client=False)).
+	headless bool
 }
 
 // frontEndHandshake is launch_core_engines' choice of handshake for a front end whose config is
 // pc; localAddr is the host-local address the planner reserved for it.
 //
-//	offline_mode = data_parallel_rank_local is not None           -> engines [dp_rank]
+//	offline_mode = data_parallel_rank_local is not None           -> engines [dp_rank] (L must be 1)
 //	dp_rank == 0                                                  -> engines 0..D-1
 //	else (must be local_engines_only)                             -> engines dp_rank..dp_rank+L-1
 //	handshake_local_only = (offline_mode or L == D) and not enable_elastic_ep
 //	local_engines_only and dp_rank > 0: the front end binds a private ipc path for its local
 //	engines, which also handshake at rank 0's tcp://dp_master_ip:rpc_port.
 //
-// Not modelled: wait_for_engine_startup's refusal of a remote engine of the other kind (rank 0's
-// front end requires remote engines to be headless iff it runs internal LB, and raises
-// RuntimeError("Remote engine N must (not) use --headless ...") otherwise). It needs both sides'
-// launch kind at the barrier, which the plan contract does not carry, and modelling it changes
-// the shipped (e3) scenario vllm48061-start-rank-wide-tp-fixed, whose rank-0 head (start rank 0)
-// is internal LB while the replica-1 head auto-switches to external.
+// The handshake it serves carries wait_for_engine_startup's expectation (HandshakeExpect): on rank
+// 0, engine i is local when i < L, and remote engines must be --headless exactly when rank 0 runs
+// internal LB; a remote engine of the other kind is refused with a RuntimeError. That is how
+// vLLM#47692 broke launches that pass --data-parallel-start-rank 0 to a head with --headless
+// followers: the head now infers hybrid (or external) LB.
 func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, error) {
 	D, L, dpRank := pc.DataParallelSize, pc.DataParallelSizeLocal, pc.DataParallelRank
 	offline := pc.DataParallelRankLocal != nil
 	global := hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort)
+	remoteHeadless := !pc.HybridLB && !pc.ExternalLB
 	switch {
+	case offline && L != 1:
+		// offline_mode: assert local_engine_count == 1
+		return engineHandshake{}, bareAssertion
 	case offline:
 		return engineHandshake{
-			local:     &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: 2, Rank: 0},
+			local: &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: 2, Rank: 0,
+				Expect: &HandshakeExpect{First: dpRank, Count: 1, LocalCount: 1, RemoteHeadless: remoteHeadless}},
 			localRank: func(int) int { return 1 },
 		}, nil
 	case dpRank == 0:
 		h := engineHandshake{globalRank: func(i int) int { return 1 + i }}
+		expect := &HandshakeExpect{First: 0, Count: D, LocalCount: L, RemoteHeadless: remoteHeadless}
 		if L == D && !pc.EnableElasticEP {
-			h.local = &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: D + 1, Rank: 0}
+			h.local = &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: D + 1, Rank: 0, Expect: expect}
 			h.localRank, h.globalRank = h.globalRank, nil
 			return h, nil
 		}
-		h.global = &RendezvousPlan{Kind: RendezvousDP, Address: global, WorldSize: D + 1, Rank: 0}
+		h.global = &RendezvousPlan{Kind: RendezvousDP, Address: global, WorldSize: D + 1, Rank: 0, Expect: expect}
 		return h, nil
 	case !pc.LocalEnginesOnly():
 		return engineHandshake{}, assertionError("Attempting to launch core_engines from dp_rank > 0, but found internal DPLB, which is incompatible.")
 	default:
 		return engineHandshake{
-			local:      &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: L + 1, Rank: 0},
+			local: &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: L + 1, Rank: 0,
+				Expect: &HandshakeExpect{First: dpRank, Count: L, LocalCount: L, RemoteHeadless: remoteHeadless}},
 			localRank:  func(i int) int { return 1 + i - dpRank },
 			globalRank: func(i int) int { return 1 + i },
 		}, nil
 	}
 }
 
-// engineHandshakes is the handshakes an engine core with DP index `index` joins, in order.
+// engineHandshakes is the handshakes an engine core with DP index `index` joins, in order, each
+// with the HELLO it sends there (EngineCoreProc._perform_handshakes: with rank 0's front end
+// first, then its own when it has one).
 func (h engineHandshake) engineHandshakes(pc *ParallelConfig, index int) []RendezvousPlan {
 	var out []RendezvousPlan
 	if h.globalRank != nil {
 		out = append(out, RendezvousPlan{Kind: RendezvousDP,
 			Address:   hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort),
-			WorldSize: pc.DataParallelSize + 1, Rank: h.globalRank(index)})
+			WorldSize: pc.DataParallelSize + 1, Rank: h.globalRank(index),
+			// local = local_client and client_handshake_address is None: an engine that also
+			// handshakes with its own front end is remote to rank 0.
+			Hello: &EngineHello{Index: index, Local: !h.headless && h.local == nil, Headless: h.headless}})
 	}
 	if h.local != nil {
 		out = append(out, RendezvousPlan{Kind: RendezvousDP, Address: h.local.Address,
-			WorldSize: h.local.WorldSize, Rank: h.localRank(index)})
+			WorldSize: h.local.WorldSize, Rank: h.localRank(index),
+			Hello: &EngineHello{Index: index, Local: true}})
 	}
 	return out
 }
 
 // headlessHandshake is run_headless's: its engines handshake with the head's front end at
-// tcp://data_parallel_master_ip:data_parallel_rpc_port, where rank 0's front end waits for all D.
+// tcp://data_parallel_master_ip:data_parallel_rpc_port, where rank 0's front end waits for all D,
+// as remote and headless engines.
 func headlessHandshake(pc *ParallelConfig) engineHandshake {
-	return engineHandshake{globalRank: func(i int) int { return 1 + i }}
+	return engineHandshake{globalRank: func(i int) int { return 1 + i }, headless: true}
 }
 
 // dpGroup is the stateless DP process group a DPEngineCoreProc (MoE, DP > 1) joins in
@@ -140,16 +155,23 @@ func dpGroup(pc *ParallelConfig) RendezvousPlan {
 	return RendezvousPlan{Kind: RendezvousDP, Address: addr, WorldSize: pc.DataParallelSize, Rank: pc.DataParallelRank}
 }
 
+// spansDP: init_distributed_environment widens a worker's torch world to every DP replica (and
+// meets at the master or DP address) when nnodes > 1 or data_parallel_size > 1, except under
+// elastic EP, whose replicas each keep the world the executor gave them.
+func spansDP(pc *ParallelConfig) bool {
+	return (pc.NNodes > 1 || pc.DataParallelSize > 1) && !pc.EnableElasticEP
+}
+
 // workersWorld is the torch world a worker joins (vllm/distributed/parallel_state.py
 // init_distributed_environment), given the worker's config pc and its replica rank:
 //
-//	if nnodes > 1 or data_parallel_size > 1:
+//	if (nnodes > 1 or data_parallel_size > 1) and not enable_elastic_ep:
 //	    rank = data_parallel_rank * world_size + rank; world_size = world_size_across_dp
 //	    nnodes > 1: tcp://master_addr:master_port
 //	    else:       tcp://data_parallel_master_ip:<next DP init port>
 //	else: MultiprocExecutor's distributed_init_method (loopback, a free port): localAddr
 func workersWorld(pc *ParallelConfig, rank int, localAddr string) RendezvousPlan {
-	if pc.NNodes > 1 || pc.DataParallelSize > 1 {
+	if spansDP(pc) {
 		addr := hostPort(pc.MasterAddr, pc.MasterPort)
 		if pc.NNodes == 1 {
 			addr = hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort+dpWorldPortOffset)

@@ -20,7 +20,7 @@ identity vLLM gives each one under the profile, the replicas they form, and the 
 checks find in that prediction. The exit code compares the predicted violation kinds with the
 scenario's expect: 0 equal, 1 different, 2 bad input.
 
---profile overrides the file's profile: a name (main, pre-48061) or base,change=value,...
+--profile overrides the file's profile: a name (main, main-455edc0, pre-48061) or base,change=value,...
 (main,mooncake_dp_index=legacy).`
 
 func init() {

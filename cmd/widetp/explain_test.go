@@ -206,7 +206,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"Usage:", "explain", "Exit codes"}},
 		{[]string{"-h"}, []string{"Commands:"}},
 		{[]string{"help", "explain"}, []string{"Usage: widetp explain FILE [--profile P] [--json]", "-profile", "-json"}},
-		{[]string{"explain", "--help"}, []string{"Usage: widetp explain FILE", "base,change=value", "Profiles: main, pre-48061", "mooncake_dp_index=legacy|global"}},
+		{[]string{"explain", "--help"}, []string{"Usage: widetp explain FILE", "base,change=value", "Profiles: main, main-455edc0, pre-48061", "mooncake_dp_index=legacy|global"}},
 		{[]string{"explain", "-h"}, []string{"Usage: widetp explain FILE"}},
 	}
 	for _, r := range rows {

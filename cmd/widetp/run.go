@@ -34,7 +34,7 @@ build, a node program that died). SIGINT or SIGTERM tears the run down (nothing 
 report.json) go to --artifacts DIR, and on any failure to a directory named on stderr.
 
 --runtime: docker, local, or (default) docker when an engine answers and local otherwise.
---profile overrides the file's profile: a name (main, pre-48061) or base,change=value,...`
+--profile overrides the file's profile: a name (main, main-455edc0, pre-48061) or base,change=value,...`
 
 func init() {
 	register(&command{

@@ -55,7 +55,7 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 	defer stop()
 
 	conn.SetDeadline(time.Now().Add(cfg.Timeout + verdictGrace))
-	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID, Value: m.Value}); err != nil {
+	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID, Value: m.Value, Hello: m.Hello}); err != nil {
 		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
 	}
 	// Decoded as it arrives: a buffer of the bound up front would cost every member of a large
@@ -68,6 +68,19 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 			return Result{}, &Error{Python: fmt.Sprintf("RuntimeError: rendezvous at %s: rank 0's answer is not a verdict: %v", m.Address, err)}
 		}
 		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
+	}
+	if v.Hold {
+		// Rank 0 refused the barrier and is going down; this member is its own child and waits to
+		// be stopped with it, or gives up when its time runs out.
+		conn.Close()
+		t := time.NewTimer(time.Until(connectBy.Add(cfg.Timeout + verdictGrace)))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return Result{}, ctx.Err()
+		case <-t.C:
+			return Result{}, &Error{Python: v.Error, Missing: v.Missing}
+		}
 	}
 	if !v.OK {
 		return Result{}, &Error{Python: v.Error, Missing: v.Missing}

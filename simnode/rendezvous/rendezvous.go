@@ -9,6 +9,7 @@ package rendezvous
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +31,24 @@ type Member struct {
 	// Value is what this member brings to the barrier; every member leaves with every member's
 	// value (torch's store exchange: vLLM broadcasts the KV engine_id this way at worker init).
 	Value string
+	// Hello is what this member says about itself when it arrives (an engine core's HELLO on a
+	// front end's handshake), for rank 0's Screen; nil says nothing.
+	Hello []byte
+	// Screen, on rank 0, judges each member's Hello as it arrives (vLLM's front end reads each
+	// engine's HELLO as it comes). A Refuse ends the barrier at once: Join returns an *Error with
+	// it, and every member that joined gets the answer its own Screening names.
+	Screen func(hello []byte) Screening
+}
+
+// Screening is rank 0's judgement of one member's Hello.
+type Screening struct {
+	// Refuse is the exception rank 0 raises because of this member ("" admits it).
+	Refuse string
+	// Answer is the error this member is told when the barrier ends in a refusal; with Hold it is
+	// told nothing and waits until it is stopped (its own parent is the process that refused), or
+	// gives up with Answer at its time-out.
+	Answer string
+	Hold   bool
 }
 
 // Result is a completed barrier.
@@ -110,15 +129,18 @@ func Join(ctx context.Context, m Member, cfg Config) (Result, error) {
 
 // hello is what a member sends rank 0; verdict is rank 0's answer.
 type hello struct {
-	Kind      string `json:"kind"`
-	WorldSize int    `json:"world_size"`
-	Rank      int    `json:"rank"`
-	ID        string `json:"id"`
-	Value     string `json:"value,omitempty"`
+	Kind      string          `json:"kind"`
+	WorldSize int             `json:"world_size"`
+	Rank      int             `json:"rank"`
+	ID        string          `json:"id"`
+	Value     string          `json:"value,omitempty"`
+	Hello     json.RawMessage `json:"hello,omitempty"`
 }
 
 type verdict struct {
 	OK bool `json:"ok,omitempty"`
+	// Hold: rank 0 refused the barrier and tells this member nothing more (Screening.Hold).
+	Hold bool `json:"hold,omitempty"`
 	// Values are every member's value by rank (with OK).
 	Values  map[int]string `json:"values,omitempty"`
 	Error   string         `json:"error,omitempty"`

@@ -372,3 +372,56 @@ func TestCancelStopsTheWait(t *testing.T) {
 		}
 	}
 }
+
+// TestScreenRefuses: rank 0 judges each member's Hello as it arrives (a front end reading the
+// engines' HELLOs in vllm/v1/engine/utils.py wait_for_engine_startup). The first refused one ends
+// the barrier at once: rank 0 returns the refusal, members that joined get their Screening's
+// answer, and a held member waits until it is stopped (or its time runs out).
+func TestScreenRefuses(t *testing.T) {
+	addr := freeAddr(t)
+	judged := make(chan string, 4)
+	screen := func(hello []byte) Screening {
+		judged <- string(hello)
+		switch string(hello) {
+		case `"held"`:
+			return Screening{Answer: "no answer", Hold: true}
+		case `"bad"`:
+			return Screening{Refuse: "RuntimeError: refused", Answer: "no answer"}
+		}
+		return Screening{Answer: "no answer"}
+	}
+	ms := members("dp", addr, 4, 0, 1, 2, 3)
+	ms[0].Screen = screen
+	ms[1].Hello = []byte(`"held"`)
+	ms[2].Hello = []byte(`"ok"`)
+	ms[3].Hello = []byte(`"bad"`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rank0 := make(chan error, 1)
+	go func() { rank0 <- joinErr(ctx, ms[0], cfg(timeout)) }()
+	held, others := make(chan error, 1), make(chan error, 2)
+	go func() { held <- joinErr(ctx, ms[1], cfg(timeout)) }()
+	go func() { others <- joinErr(ctx, ms[2], cfg(timeout)) }()
+	// The held and the admitted member are in before the refused one arrives.
+	<-judged
+	<-judged
+	go func() { others <- joinErr(ctx, ms[3], cfg(timeout)) }()
+	var re *Error
+	if err := <-rank0; !errors.As(err, &re) || re.Python != "RuntimeError: refused" || !slices.Equal(re.Missing, []string{}) {
+		t.Fatalf("rank 0: %v (%+v), want the refusal", err, re)
+	}
+	for range 2 {
+		if err := <-others; !errors.As(err, &re) || re.Python != "no answer" {
+			t.Errorf("admitted or refused member: %v, want told no answer", err)
+		}
+	}
+	select {
+	case err := <-held:
+		t.Fatalf("the held member returned before it was stopped: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	cancel()
+	if err := <-held; !errors.Is(err, context.Canceled) {
+		t.Errorf("held member after its stop: %v", err)
+	}
+}

@@ -52,6 +52,8 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 
 	members := map[int]net.Conn{}
 	values := map[int]string{0: m.Value}
+	// screenings are rank 0's judgements of the members' hellos, kept for a refusal's answers.
+	screenings := map[int]Screening{}
 	defer func() {
 		for _, c := range members {
 			c.Close()
@@ -76,6 +78,29 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			}
 			members[a.hello.Rank] = a.conn
 			values[a.hello.Rank] = a.hello.Value
+			if m.Screen == nil || len(a.hello.Hello) == 0 {
+				continue
+			}
+			sc := m.Screen(a.hello.Hello)
+			screenings[a.hello.Rank] = sc
+			if sc.Refuse == "" {
+				continue
+			}
+			missing := []string{}
+			for r := 1; r < m.WorldSize; r++ {
+				if _, ok := members[r]; !ok {
+					missing = append(missing, rankName(r))
+				}
+			}
+			for r, c := range members {
+				answer := screenings[r]
+				if _, judged := screenings[r]; !judged {
+					// A member that said nothing about itself hears what the refused one does.
+					answer = Screening{Answer: sc.Answer}
+				}
+				send(c, verdict{Error: answer.Answer, Hold: answer.Hold, Missing: missing})
+			}
+			return Result{}, &Error{Python: sc.Refuse, Missing: missing}
 		case c := <-departures:
 			// A member that came and went before the barrier completed is missing again: a
 			// process that died in the rendezvous will not take part in what follows it.

@@ -1,0 +1,127 @@
+package vllm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/widetp/widetp/report"
+)
+
+// TestHandshakeExpectRefuse encodes wait_for_engine_startup's checks of each HELLO
+// (vllm/v1/engine/utils.py), in vLLM's order: an index outside the engines the front end
+// handshakes with, a local/remote mismatch, then remote engines that are --headless exactly when
+// the front end runs internal LB.
+func TestHandshakeExpectRefuse(t *testing.T) {
+	internal := HandshakeExpect{First: 0, Count: 4, LocalCount: 2, RemoteHeadless: true}
+	hybrid := HandshakeExpect{First: 0, Count: 4, LocalCount: 2, RemoteHeadless: false}
+	own := HandshakeExpect{First: 2, Count: 2, LocalCount: 2, RemoteHeadless: false} // a dp_rank 2 front end's own engines
+	for _, c := range []struct {
+		name   string
+		expect HandshakeExpect
+		hello  EngineHello
+		want   string
+	}{
+		{"internal LB: a local engine", internal, EngineHello{Index: 1, Local: true}, ""},
+		{"internal LB: a headless remote engine", internal, EngineHello{Index: 3, Headless: true}, ""},
+		{"internal LB: a remote engine of another front end", internal, EngineHello{Index: 3},
+			"RuntimeError: Remote engine 3 must use --headless unless in external or hybrid dp lb mode"},
+		{"hybrid/external LB: a remote engine of another front end", hybrid, EngineHello{Index: 2}, ""},
+		{"hybrid/external LB: a headless remote engine", hybrid, EngineHello{Index: 2, Headless: true},
+			"RuntimeError: Remote engine 2 must not use --headless in external or hybrid dp lb mode"},
+		{"an index past the DP size", internal, EngineHello{Index: 4, Headless: true},
+			"RuntimeError: Message from engine with unexpected data parallel rank: 4"},
+		{"a remote engine with a local index", internal, EngineHello{Index: 0, Headless: true},
+			"RuntimeError: HELLO message from remote engine 0, expected it to be local"},
+		{"a local engine with a remote index", internal, EngineHello{Index: 2, Local: true},
+			"RuntimeError: HELLO message from local engine 2, expected it to be remote"},
+		{"a dp_rank > 0 front end's own engines", own, EngineHello{Index: 3, Local: true}, ""},
+		{"another engine on a dp_rank > 0 front end's handshake", own, EngineHello{Index: 1, Local: true},
+			"RuntimeError: Message from engine with unexpected data parallel rank: 1"},
+	} {
+		if got := c.expect.Refuse(c.hello); got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestHandshakeRefusal: what each side of a refused handshake does (vllm/v1/engine/utils.py
+// wait_for_engine_startup raises in rank 0's front end; vllm/v1/engine/core.py startup_handshake
+// times out in the refused engine, which never built its executor; run_headless's engine manager
+// then stops cleanly). The first rows are the recipe PR #47692 broke: GPUStack's dp_only layout
+// (gpustack/gpustack#6236), one DP rank a node, the head with --data-parallel-start-rank 0 and
+// --headless followers.
+func TestHandshakeRefusal(t *testing.T) {
+	const head = "vllm serve org/M -tp 8 -dp 2 -dpl 1 --data-parallel-start-rank 0 --data-parallel-address h0 --data-parallel-rpc-port 13345 " + store
+	const follower = "vllm serve org/M -tp 8 -dp 2 -dpl 1 --data-parallel-start-rank 1 --data-parallel-address h0 --data-parallel-rpc-port 13345 --headless " + store
+	rows := []struct {
+		name, profile string
+		nodes         []Node
+		// front is the front end that refuses (its exception), "" when the launch is healthy.
+		front, why string
+		// refused is the engine that hears nothing; stopped are its front end's own engines.
+		refused, stopped string
+	}{
+		{name: "start rank 0 on the head since PR #47692: external LB refuses the headless follower", profile: "main",
+			nodes: []Node{node("h0", head), node("h1", follower)},
+			front: "h0/0/api-server-0", why: "RuntimeError: Remote engine 1 must not use --headless in external or hybrid dp lb mode",
+			refused: "h1/0/engine-core-1", stopped: "h0/0/engine-core-0"},
+		{name: "start rank 0 on the head before PR #47692: internal LB, healthy", profile: "main+start_rank_zero=unset",
+			nodes: []Node{node("h0", head), node("h1", follower)}},
+		{name: "hybrid LB (two local engines) refuses --headless followers", profile: "main",
+			nodes: []Node{
+				node("h0", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 0 --data-parallel-address h0 "+store),
+				node("h1", "vllm serve org/M -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 --headless "+store)},
+			front: "h0/0/api-server-0", why: "RuntimeError: Remote engine 2 must not use --headless in external or hybrid dp lb mode",
+			refused: "h1/0/engine-core-2", stopped: "h0/0/engine-core-1"},
+		{name: "internal-LB head refuses a replica head that switched to external LB", profile: "main",
+			nodes: wideTP(func(k int) string {
+				if k >= 2 {
+					return "--data-parallel-start-rank 1"
+				}
+				return ""
+			}),
+			front: "h0/0/api-server-0", why: "RuntimeError: Remote engine 1 must use --headless unless in external or hybrid dp lb mode",
+			refused: "h2/0/engine-core-1", stopped: "h0/0/engine-core-0"},
+		{name: "a headless engine past the head's DP size", profile: "main",
+			nodes: []Node{
+				node("h0", "vllm serve org/M -dp 2 -dpl 1 --data-parallel-address h0 "+store),
+				node("h1", "vllm serve org/M -dp 4 -dpl 1 --data-parallel-start-rank 3 --data-parallel-address h0 --headless "+store)},
+			front: "h0/0/api-server-0", why: "RuntimeError: Message from engine with unexpected data parallel rank: 3",
+			refused: "h1/0/engine-core-3", stopped: "h0/0/engine-core-0"},
+	}
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			procs := predict(t, true, r.profile, r.nodes...)
+			if r.front == "" {
+				for _, p := range procs {
+					if p.Crashed() {
+						t.Errorf("%s: %s", p.ID, exitText(p))
+					}
+				}
+				return
+			}
+			if f := get(t, procs, r.front); f.Exit == nil || f.Exit.Error != r.why || len(f.Rendezvous) != 1 || f.Rendezvous[0].Error != r.why {
+				t.Errorf("front end: %s %+v, want %q", exitText(f), f.Rendezvous, r.why)
+			}
+			e := get(t, procs, r.refused)
+			if e.Exit == nil || e.Exit.Error != HandshakeNoAnswer || len(e.Rendezvous) == 0 || e.Rendezvous[0].Error != HandshakeNoAnswer {
+				t.Errorf("refused engine: %s %+v", exitText(e), e.Rendezvous)
+			}
+			if s := get(t, procs, r.stopped); s.Exit == nil || s.Crashed() {
+				t.Errorf("the front end's own engine is stopped with it: %s", exitText(s))
+			}
+			// No engine of the launch got past its handshake, so no worker of theirs started.
+			for _, p := range procs {
+				if p.Role == report.RoleWorker && strings.Contains(p.ID, "/engine-core-") && (p.Exit != nil || len(p.Rendezvous) != 0) {
+					t.Errorf("%s started: %s %+v", p.ID, exitText(p), p.Rendezvous)
+				}
+			}
+			// The refused engine's parent: run_headless's engine manager stops cleanly
+			// (monitor_engine_liveness); a front end fails as when any engine fails.
+			par := get(t, procs, e.Parent)
+			if clean := par.Role == report.RoleHeadless; par.Exit == nil || par.Crashed() == clean {
+				t.Errorf("the refused engine's parent %s: %s", par.ID, exitText(par))
+			}
+		})
+	}
+}
