@@ -113,6 +113,7 @@ func fields(v *vllm.ProcessPlan, vc map[string]string, m *vllm.ProcessPlan, mc m
 		{"segment_host", "connector", v.SegmentHost, m.SegmentHost},
 		{"crash", "crash", crashText(v.Crash), crashText(m.Crash)},
 		{"child_failure", "lifecycle", v.ChildFailure, m.ChildFailure},
+		{"children_after_rendezvous", "lifecycle", strconv.FormatBool(v.ChildrenAfterRendezvous), strconv.FormatBool(m.ChildrenAfterRendezvous)},
 		{"stops_on_child_failure", "lifecycle", strconv.FormatBool(v.StopsOnChildFailure), strconv.FormatBool(m.StopsOnChildFailure)},
 		{"children", "process", itoa(len(v.Children)), itoa(len(m.Children))},
 		{"rendezvous", "rendezvous", itoa(len(v.Rendezvous)), itoa(len(m.Rendezvous))},
@@ -126,9 +127,25 @@ func fields(v *vllm.ProcessPlan, vc map[string]string, m *vllm.ProcessPlan, mc m
 			field{p + "world_size", "rendezvous", itoa(a.WorldSize), itoa(b.WorldSize)},
 			field{p + "rank", "rendezvous", itoa(a.Rank), itoa(b.Rank)},
 			field{p + "binds_early", "rendezvous", strconv.FormatBool(a.BindsEarly), strconv.FormatBool(b.BindsEarly)},
+			field{p + "hello", "rendezvous", hello(a.Hello), hello(b.Hello)},
+			field{p + "expect", "rendezvous", expect(a.Expect), expect(b.Expect)},
 		)
 	}
 	return out
+}
+
+func hello(h *vllm.EngineHello) string {
+	if h == nil {
+		return ""
+	}
+	return fmt.Sprintf("index=%d local=%t headless=%t", h.Index, h.Local, h.Headless)
+}
+
+func expect(x *vllm.HandshakeExpect) string {
+	if x == nil {
+		return ""
+	}
+	return fmt.Sprintf("first=%d count=%d local=%d remote_headless=%t", x.First, x.Count, x.LocalCount, x.RemoteHeadless)
 }
 
 func crashText(c *vllm.Crash) string {

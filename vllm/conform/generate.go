@@ -56,7 +56,9 @@ type gen struct {
 	d     vllm.Deployment
 	gpus  int
 	kv    bool
-	extra []string
+	// ep: every line of a MoE deployment passes --enable-expert-parallel, or none does (vLLM
+	// refuses DP engines whose configs differ: wait_for_engine_startup's config-hash check).
+	ep bool
 }
 
 // Generate returns n deployments, reproducible from seed, under profile prof.
@@ -74,6 +76,7 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 			g.d.Model = denseModel
 		}
 		g.kv = g.r.IntN(2) == 0
+		g.ep = g.d.Model.MoE && g.r.IntN(2) == 0
 		path.gen(g)
 		out = append(out, g.d)
 	}
@@ -102,7 +105,7 @@ func (g *gen) line(env string, flags ...string) string {
 	}
 	parts = append(parts, "vllm serve", g.d.Model.Name)
 	parts = append(parts, flags...)
-	if g.d.Model.MoE && g.r.IntN(2) == 0 {
+	if g.ep {
 		parts = append(parts, "--enable-expert-parallel")
 	}
 	if g.kv {

@@ -377,14 +377,24 @@ type wireCommand struct {
 
 // PlanDeployment implements vllm.Planner.
 func (p *Planner) PlanDeployment(ctx context.Context, d vllm.Deployment) ([]*vllm.NodePlan, error) {
+	plans, _, err := p.PlanWithVerdicts(ctx, d)
+	return plans, err
+}
+
+// PlanWithVerdicts is PlanDeployment, plus vLLM's own verdict on the HELLOs each front end heard:
+// the probe runs wait_for_engine_startup over the HELLOs of every engine that dials a front end
+// (its own and other commands'), and returns the RuntimeError it raised, by front end process
+// ID. Plans leave that refusal to the barrier (vllm.HandshakeExpect.Refuse); conformance
+// compares the two.
+func (p *Planner) PlanWithVerdicts(ctx context.Context, d vllm.Deployment) ([]*vllm.NodePlan, map[string]string, error) {
 	if err := vllm.CheckDeployment(d); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	nodes := make([]wireNode, len(d.Nodes))
 	splitErrs := map[[2]int]error{}
 	for i, n := range d.Nodes {
 		if n.GPUs <= 0 {
-			return nil, fmt.Errorf("plan node %s: GPUs must be positive, got %d", n.Host, n.GPUs)
+			return nil, nil, fmt.Errorf("plan node %s: GPUs must be positive, got %d", n.Host, n.GPUs)
 		}
 		wn := wireNode{Host: n.Host, GPUs: n.GPUs, Env: n.Env, Commands: make([]wireCommand, len(n.Commands))}
 		for j, line := range n.Commands {
@@ -404,37 +414,72 @@ func (p *Planner) PlanDeployment(ctx context.Context, d vllm.Deployment) ([]*vll
 	resp, err := p.roundTrip(ctx, req, p.cfg.request)
 	p.mu.Unlock()
 	if err != nil {
-		return nil, fmt.Errorf("vllm planner: plan %s: %w", d.Name, err)
+		return nil, nil, fmt.Errorf("vllm planner: plan %s: %w", d.Name, err)
 	}
 	if !resp.OK {
-		return nil, fmt.Errorf("vllm planner: plan %s: the probe failed: %s", d.Name, lastLines(resp.Error, 12))
+		return nil, nil, fmt.Errorf("vllm planner: plan %s: the probe failed: %s", d.Name, lastLines(resp.Error, 12))
 	}
 	if len(resp.Nodes) != len(d.Nodes) {
-		return nil, fmt.Errorf("vllm planner: plan %s: malformed response: %d node plans for %d nodes", d.Name, len(resp.Nodes), len(d.Nodes))
+		return nil, nil, fmt.Errorf("vllm planner: plan %s: malformed response: %d node plans for %d nodes", d.Name, len(resp.Nodes), len(d.Nodes))
 	}
 	out := make([]*vllm.NodePlan, len(d.Nodes))
+	verdicts := map[string]string{}
 	for i, raw := range resp.Nodes {
 		var np vllm.NodePlan
 		if raw == nil {
-			return nil, fmt.Errorf("vllm planner: plan %s: malformed response: node %d has no plan", d.Name, i)
+			return nil, nil, fmt.Errorf("vllm planner: plan %s: malformed response: node %d has no plan", d.Name, i)
 		}
 		if err := json.Unmarshal(*raw, &np); err != nil {
-			return nil, fmt.Errorf("vllm planner: plan %s: malformed plan of node %d: %v", d.Name, i, err)
+			return nil, nil, fmt.Errorf("vllm planner: plan %s: malformed plan of node %d: %v", d.Name, i, err)
 		}
 		if np.Host != d.Nodes[i].Host || len(np.Commands) != len(d.Nodes[i].Commands) {
-			return nil, fmt.Errorf("vllm planner: plan %s: malformed response: node %d is %q with %d commands, want %q with %d",
+			return nil, nil, fmt.Errorf("vllm planner: plan %s: malformed response: node %d is %q with %d commands, want %q with %d",
 				d.Name, i, np.Host, len(np.Commands), d.Nodes[i].Host, len(d.Nodes[i].Commands))
 		}
 		for j := range np.Commands {
 			if err, ok := splitErrs[[2]int{i, j}]; ok {
 				np.Commands[j] = vllm.PlanUnlaunchable(d.Nodes[i], j, d.Nodes[i].Commands[j], err)
 			} else if np.Commands[j] == nil {
-				return nil, fmt.Errorf("vllm planner: plan %s: malformed response: host %s command %d has no plan", d.Name, np.Host, j)
+				return nil, nil, fmt.Errorf("vllm planner: plan %s: malformed response: host %s command %d has no plan", d.Name, np.Host, j)
 			}
 		}
 		out[i] = &np
+		collectVerdicts(*raw, verdicts)
 	}
-	return out, nil
+	return out, verdicts, nil
+}
+
+// verdictPlan is the part of the probe's plan JSON that carries vLLM's handshake verdict.
+type verdictPlan struct {
+	Identity struct {
+		ID string `json:"id"`
+	} `json:"identity"`
+	Refusal  string         `json:"probe_handshake_refusal"`
+	Children []*verdictPlan `json:"children"`
+}
+
+func collectVerdicts(raw json.RawMessage, into map[string]string) {
+	var np struct {
+		Commands []*verdictPlan `json:"commands"`
+	}
+	if json.Unmarshal(raw, &np) != nil {
+		return
+	}
+	var walk func(v *verdictPlan)
+	walk = func(v *verdictPlan) {
+		if v == nil {
+			return
+		}
+		if v.Refusal != "" {
+			into[v.Identity.ID] = v.Refusal
+		}
+		for _, c := range v.Children {
+			walk(c)
+		}
+	}
+	for _, c := range np.Commands {
+		walk(c)
+	}
 }
 
 func lastLines(s string, n int) string {

@@ -131,6 +131,8 @@ def node_plans(dep, tops):
 
 
 def _plan(rec, slots, fes):
+    if (rec.get("extra") or {}).get("unsupported"):
+        raise RuntimeError(f"unsupported launch ({rec.get('id')}): {rec['extra']['unsupported']}")
     if rec.get("probe_error"):
         raise RuntimeError(f"process {rec.get('id')}: {rec['probe_error']}")
     if rec.get("lost"):
@@ -168,7 +170,13 @@ def _plan(rec, slots, fes):
             addr = cv.strip_scheme(bind)
         hs = rec.get("handshake")
         world = len(hs["engines"]) + 1 if hs else 1
-        rvs.append({"kind": "dp", "address": addr, "world_size": world, "rank": 0, "binds_early": True})
+        rv = {"kind": "dp", "address": addr, "world_size": world, "rank": 0, "binds_early": True}
+        if hs and hs["engines"]:
+            idx = [e[0] for e in hs["engines"]]
+            rv["expect"] = {"first": idx[0], "count": len(idx),
+                            "local_count": sum(1 for e in hs["engines"] if e[1]),
+                            "remote_headless": bool(hs["remote_headless"])}
+        rvs.append(rv)
     elif role == "api-server" and ident and not crash:
         slots.reserve()
     for h in rec.get("hello") or []:
@@ -182,7 +190,8 @@ def _plan(rec, slots, fes):
         else:
             rank, world = 1 + h["index"], extra.get("launcher_dp_size", 1) + 1
         rvs.append({"kind": "dp", "address": slots.address(rec["host"], h["address"]),
-                    "world_size": world, "rank": rank})
+                    "world_size": world, "rank": rank,
+                    "hello": {"index": h["index"], "local": h["local"], "headless": h["headless"]}})
     world_rank = None
     for rv in rec.get("rendezvous") or []:
         addr = slots.address(rec["host"], rv["address"])
@@ -212,6 +221,8 @@ def _plan(rec, slots, fes):
             p["binds_lookup"] = True
         else:
             p["connects_lookup"] = True
+    if extra.get("handshake_refusal"):
+        p["probe_handshake_refusal"] = extra["handshake_refusal"]
     children = [_plan(c, slots, fes) for c in rec.get("children") or []]
     if children:
         p["children"] = children
@@ -224,6 +235,9 @@ def _plan(rec, slots, fes):
             p["child_failure"] = ENGINE_STARTUP_FAILURE
         elif role == "engine-core":
             p["child_failure"] = WORKER_STARTUP_FAILURE
+            # EngineCoreProc.__init__ performs its handshakes and joins its DP group before it
+            # builds the executor that starts the workers.
+            p["children_after_rendezvous"] = True
         elif role == "headless":
             if children and children[0]["identity"]["role"] == "worker":
                 p["child_failure"] = WORKER_STARTUP_FAILURE

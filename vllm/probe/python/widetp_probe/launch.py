@@ -48,6 +48,11 @@ class Stop(BaseException):
     """A simulated process reached its cut point: its plan is complete."""
 
 
+class Unsupported(BaseException):
+    """A launch path the probe does not run: planning fails with this message (no plan is better
+    than a plan vLLM's code did not make)."""
+
+
 class _ConfigBuilt(BaseException):
     def __init__(self, pc):
         self.pc = pc
@@ -290,6 +295,8 @@ def _finish(proc, body, w):
                 proc.extra["stop_at"] = traceback.format_exc(limit=-4)
         except _ConfigBuilt:
             pass
+        except Unsupported as e:
+            proc.extra["unsupported"] = str(e)
         except SystemExit as e:
             if e.code not in (0, None) or proc.role != "api-server":
                 proc.crash = {"stage": proc.stage, "error": conventions.system_exit_text(e, _ARGPARSE_ERR)}
@@ -538,6 +545,13 @@ def patch_vllm(model):
             cfg = conventions.VllmConfigStandIn(built.pc, self, model)
             if CURRENT is not None:
                 CURRENT.config = cfg
+            pc = built.pc
+            if "ray" in (pc.data_parallel_backend, pc.distributed_executor_backend):
+                raise Unsupported("Ray (--data-parallel-backend ray or --distributed-executor-backend ray) "
+                                  "is not run by the vllm planner: plan it with --planner model")
+            if pc.distributed_executor_backend == "external_launcher":
+                raise Unsupported("--distributed-executor-backend external_launcher runs under torchrun, "
+                                  "which the vllm planner does not run")
             return cfg
         raise RuntimeError("create_engine_config returned without building a ParallelConfig")
 
@@ -621,15 +635,23 @@ def patch_vllm(model):
     real_wait = eu.wait_for_engine_startup
 
     def wait_for_engine_startup(handshake_socket, core_engines, parallel_config, *a, **k):
-        CURRENT.handshake = {"address": handshake_socket.bound,
-                             "engines": [[int.from_bytes(e.identity, "little"), bool(e.local)] for e in core_engines]}
-        CURRENT.stage = "handshake"
+        CURRENT.handshake = {
+            "address": handshake_socket.bound,
+            "engines": [[int.from_bytes(e.identity, "little"), bool(e.local)] for e in core_engines],
+            # wait_for_engine_startup's remote_should_be_headless, as vLLM computes it there.
+            "remote_headless": not parallel_config.data_parallel_hybrid_lb and not parallel_config.data_parallel_external_lb,
+        }
         conventions.feed_front_end(handshake_socket, CURRENT)
         try:
             real_wait(handshake_socket, core_engines, parallel_config, *a, **k)
         except Stop:
             pass
-        CURRENT.stage = "config"
+        except RuntimeError as e:
+            # The refusal of a HELLO (or a READY) is decided at the barrier from both sides'
+            # plans (vllm/plan.go HandshakeExpect.Refuse); vLLM's own verdict is kept for
+            # conformance, and the front end waits here as far as its plan goes.
+            CURRENT.extra["handshake_refusal"] = crash_text(e)
+        raise Stop()
 
     eu.wait_for_engine_startup = wait_for_engine_startup
 
