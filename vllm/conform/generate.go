@@ -52,10 +52,10 @@ func LaunchPaths() []string {
 
 // gen builds one deployment.
 type gen struct {
-	r     *rand.Rand
-	d     vllm.Deployment
-	gpus  int
-	kv    bool
+	r    *rand.Rand
+	d    vllm.Deployment
+	gpus int
+	kv   bool
 	// ep: every line of a MoE deployment passes --enable-expert-parallel, or none does (vLLM
 	// refuses DP engines whose configs differ: wait_for_engine_startup's config-hash check).
 	ep bool
