@@ -39,6 +39,12 @@ def _boot(vllm_path):
     import vllm.distributed.kv_transfer.kv_transfer_state  # noqa: F401
     import vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store.worker  # noqa: F401
     import vllm.distributed.kv_transfer.kv_connector.v1.mooncake.rdma_utils  # noqa: F401
+    import gc
+
+    # Every simulated process is a fork of this one: keep the collector off the imported objects
+    # so the forks do not copy the pages it would touch.
+    gc.collect()
+    gc.freeze()
 
 
 def source_info():
