@@ -66,7 +66,7 @@ var knownDrift = []struct {
 		// vllm/config/parallel.py node_rank_within_dp: `self.node_rank % self.nnodes_within_dp`;
 		// CPython >= 3.11 words a `%` by zero "integer modulo by zero".
 		field: "crash", vllm: "engine-init: ZeroDivisionError: integer modulo by zero",
-		model: "engine-init: ZeroDivisionError: integer division or modulo by zero",
+		model:  "engine-init: ZeroDivisionError: integer division or modulo by zero",
 		source: "vllm/config/parallel.py node_rank_within_dp",
 	},
 }
