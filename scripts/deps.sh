@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing widetp needs on a fresh Debian machine: libzmq (cgo, for
-# github.com/pebbe/zmq4), pkg-config, and Debian's python3-zmq (the lookup wire-format tests talk to
-# the Go server with pyzmq, the library vLLM itself uses). Idempotent: does nothing when all is there.
+# github.com/pebbe/zmq4), pkg-config, Debian's python3-zmq (the lookup wire-format tests talk to
+# the Go server with pyzmq, the library vLLM itself uses) and python3-packaging (the vllm planner
+# imports vLLM, which needs `packaging`; the probe takes it from Debian's dist-packages when the
+# interpreter lacks it). Idempotent: does nothing when all is there.
 set -euo pipefail
 need=()
 pkg-config --exists libzmq 2>/dev/null || need+=(libzmq3-dev pkg-config)
 /usr/bin/python3 -c 'import zmq' 2>/dev/null || need+=(python3-zmq)
+[ -d /usr/lib/python3/dist-packages/packaging ] || need+=(python3-packaging)
 command -v gcc >/dev/null || need+=(gcc)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
