@@ -23,9 +23,10 @@ model, and compares every process field by field: which processes exist, identit
 fixes exactly, the simulation's derived ports by structure), the KV connector (lookup path and
 role, engine_id, Mooncake DP index). Prints a table of disagreements.
 
-Deployments: the scenario FILES given, else every shipped scenario (scenarios/*.yaml), and
---generate N seeded deployments over every launch path (--write DIR saves them as scenario
-files so a disagreement can be replayed with widetp explain --planner ...). The model runs under
+Deployments: the scenario FILES given (with neither FILES nor --generate: every shipped
+scenario, --scenarios DIR), plus --generate N seeded deployments over every launch path
+(--write DIR saves them as scenario files so a disagreement can be replayed with widetp
+explain FILE --planner vllm:PATH). The model runs under
 --profile for every deployment (the vLLM under test is one version, whatever a scenario pins).
 
 Exit codes: 0 no disagreement, 1 disagreements, 2 bad input or no vLLM/python3.`
