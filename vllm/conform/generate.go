@@ -39,6 +39,8 @@ var launchPaths = []struct {
 	{"colocated-external", genColocated},
 	{"multi-port-external", genMultiPort},
 	{"invalid", genInvalid},
+	{"offline-spmd", genOfflineSPMD},
+	{"api-server-entrypoint", genAPIServer},
 }
 
 // LaunchPaths names the launch paths Generate covers, in its order.
@@ -127,11 +129,12 @@ func head() string { return "--data-parallel-address h0 --data-parallel-rpc-port
 
 func genInternalOneNode(g *gen) {
 	tp := g.pick(1, 2, 4)
+	pp := g.pick(1, 1, 2)
 	dp := g.pick(1, 2, 4)
-	for tp*dp > g.gpus {
+	for tp*pp*dp > g.gpus {
 		dp /= 2
 	}
-	flags := []string{f("-tp %d -dp %d", tp, dp)}
+	flags := []string{f("-tp %d -pp %d -dp %d", tp, pp, dp)}
 	if g.r.IntN(3) == 0 {
 		flags = append(flags, f("--data-parallel-size-local %d", dp))
 	}
@@ -264,6 +267,29 @@ func genMultiPort(g *gen) {
 	for i := 0; i < nodes; i++ {
 		g.node(host(i), g.line("", f("-tp %d -dp %d --data-parallel-size-local %d --node-rank %d --data-parallel-multi-port-external-lb", tp, dp, local, i), head()))
 	}
+}
+
+// genOfflineSPMD is the environment's DP (ParallelConfig.__post_init__ falls back to VLLM_DP_* when
+// the command line has DP 1): one command per DP rank on one host.
+func genOfflineSPMD(g *gen) {
+	tp := g.pick(1, 2)
+	n := g.pick(1, 2)
+	var lines []string
+	for r := 0; r < n; r++ {
+		env := f("VLLM_DP_SIZE=%d VLLM_DP_RANK=%d VLLM_DP_MASTER_IP=127.0.0.1 VLLM_DP_MASTER_PORT=%d", n, r, 23000)
+		lines = append(lines, g.line(env, f("-tp %d --port %d", tp, 8000+r)))
+	}
+	g.node("h0", lines...)
+}
+
+// genAPIServer launches with `python -m vllm.entrypoints.openai.api_server`, which runs run_server
+// whatever the LB flags say.
+func genAPIServer(g *gen) {
+	tp := g.pick(1, 2, 4)
+	dp := g.pick(1, 2)
+	line := g.line("", f("-tp %d -dp %d", tp, dp))
+	line = strings.Replace(line, "vllm serve "+g.d.Model.Name, "python3 -m vllm.entrypoints.openai.api_server --model "+g.d.Model.Name, 1)
+	g.node("h0", line)
 }
 
 // invalid launches, each one vLLM refuses (or the model says it does).
