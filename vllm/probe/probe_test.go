@@ -184,3 +184,43 @@ func TestExtractIsKeyedByContent(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The uuid4 a KVTransferConfig draws is a convention both planners share (vllm/engineid.go): the
+// probe's conventions.engine_uuid must give the engine_id the model gives the same seed, host and
+// command.
+func TestEngineUUIDConventionMatchesTheModel(t *testing.T) {
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not on PATH")
+	}
+	dir, err := extract(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := oneNode()
+	d.Seed = "seed-x"
+	d.Nodes[0].Host = "host-y"
+	d.Nodes[0].Commands = []string{"true", `vllm serve m -tp 1 --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`}
+	plans, err := vllm.ModelPlanner{}.PlanDeployment(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := plans[0].Commands[1].Children[0]
+	if engine.Identity.EngineID == "" {
+		t.Fatalf("the model gave %s no engine_id", engine.Identity.ID)
+	}
+	// The standins are not needed to compute the convention: conventions imports only the stdlib
+	// and the StandIn base class.
+	cmd := exec.Command("python3", "-c", `
+from widetp_probe import conventions as c
+c.SEED, c.HOST, c.CMD = "seed-x", "host-y", 1
+print(c.engine_uuid())`)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "PYTHONPATH="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3: %v: %s", err, out)
+	}
+	if got := strings.TrimSpace(string(out)); got != engine.Identity.EngineID {
+		t.Errorf("probe engine uuid %q, model engine_id %q", got, engine.Identity.EngineID)
+	}
+}

@@ -79,7 +79,12 @@ def plan(dep):
 
     conventions.SEED = dep.get("seed", "")
     model = dep["model"]
-    launch.patch_vllm(model)
+    try:
+        launch.patch_vllm(model)
+    except (AttributeError, ImportError) as e:
+        # A cut point names a vLLM function this vLLM does not have (renamed or moved): say so
+        # rather than plan with vLLM's code only partly in the loop.
+        raise RuntimeError(f"the probe's cut points do not fit this vLLM's launch code: {type(e).__name__}: {e}") from e
     tops = []  # (node index, command index, record)
     for ni, node in enumerate(dep["nodes"]):
         for ci, cmd in enumerate(node.get("commands") or []):
