@@ -31,8 +31,13 @@
 // processes (no identity). Where the plan needs a value vLLM draws at random (uuid4 engine ids,
 // free ports, the DP port list shipped in the handshake, ipc paths) the probe follows the model's
 // documented conventions, all in python/widetp_probe/conventions.py. A vLLM exception becomes the
-// process's Crash with vLLM's own type and message; the probe adds the stage
-// vllm.StageHandshake for the front end's refusal of an engine's HELLO.
+// process's Crash with vLLM's own type and message, at the stage the plan contract names for where
+// it was raised (StageConfig in a front end or launcher, StageEngineInit before a worker's torch
+// rendezvous or in an engine core, StageConnectorInit after it). A front end's refusal of an
+// engine's HELLO is no crash in the plan: the engines' handshake entries carry the HELLO vLLM sent
+// (RendezvousPlan.Hello) and the front end's the engines it expects (RendezvousPlan.Expect), and
+// the barrier decides (HandshakeExpect.Refuse); vLLM's own verdict comes back beside the plans
+// (PlanWithVerdicts) so that conformance checks the two agree.
 //
 // Not run by the probe (an error names them): the Ray data-parallel backend and Ray executor, and
 // torchrun's external_launcher.
