@@ -39,6 +39,10 @@
 // the barrier decides (HandshakeExpect.Refuse); vLLM's own verdict comes back beside the plans
 // (PlanWithVerdicts) so that conformance checks the two agree.
 //
+// Debugging a plan: WIDETP_PROBE_DEBUG=1 in widetp's environment keeps the Python traceback of
+// every crash in the probe's plan JSON (crash.traceback); vLLM's own log lines go to the probe's
+// stderr, whose last lines an error from the probe quotes.
+//
 // Not run by the probe (an error names them): the Ray data-parallel backend and Ray executor, and
 // torchrun's external_launcher.
 package probe
