@@ -58,7 +58,12 @@ class _ConfigBuilt(BaseException):
         self.pc = pc
 
 
+# Debugging knobs, read when the probe starts (each simulated process gets its node's environment):
+# WIDETP_PROBE_TRACE=1 dumps a simulated process's stack when it runs longer than 2 s;
+# WIDETP_PROBE_DEBUG_STOP=1 records where each process reached its cut (extra.stop_at) and a
+# worker's swallowed exception's traceback.
 _TRACE = bool(os.environ.get("WIDETP_PROBE_TRACE"))
+_DEBUG_STOP = bool(os.environ.get("WIDETP_PROBE_DEBUG_STOP"))
 # The process this (forked) Python process simulates.
 CURRENT = None
 # Remote engine HELLO messages per handshake address, fed to the front ends (second pass).
@@ -291,7 +296,7 @@ def _finish(proc, body, w):
         try:
             body()
         except Stop:
-            if os.environ.get("WIDETP_PROBE_DEBUG_STOP"):
+            if _DEBUG_STOP:
                 proc.extra["stop_at"] = traceback.format_exc(limit=-4)
         except _ConfigBuilt:
             pass
@@ -700,7 +705,7 @@ def patch_vllm(model):
             real_worker_init(self, *args, **kwargs)
         except Exception as e:  # noqa: BLE001
             _fail(CURRENT, e)
-            if os.environ.get("WIDETP_PROBE_DEBUG_STOP"):
+            if _DEBUG_STOP:
                 CURRENT.extra["traceback"] = traceback.format_exc(limit=-6)
             raise Stop() from e
 
