@@ -61,6 +61,9 @@ type gen struct {
 	// ep: every line of a MoE deployment passes --enable-expert-parallel, or none does (vLLM
 	// refuses DP engines whose configs differ: wait_for_engine_startup's config-hash check).
 	ep bool
+	// kvConfig is the deployment's --kv-transfer-config value; env its nodes' environment.
+	kvConfig string
+	env      map[string]string
 }
 
 // Generate returns n deployments, reproducible from seed, under profile prof.
@@ -79,6 +82,14 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 		}
 		g.kv = g.r.IntN(2) == 0
 		g.ep = g.d.Model.MoE && g.r.IntN(2) == 0
+		g.kvConfig = mooncakeKV
+		if g.r.IntN(2) == 0 {
+			g.kvConfig = kvConfigs[g.r.IntN(len(kvConfigs))]
+		}
+		g.env = nodeEnvs[0]
+		if g.r.IntN(3) == 0 {
+			g.env = nodeEnvs[g.r.IntN(len(nodeEnvs))]
+		}
 		path.gen(g)
 		out = append(out, g.d)
 	}
@@ -111,13 +122,37 @@ func (g *gen) line(env string, flags ...string) string {
 		parts = append(parts, "--enable-expert-parallel")
 	}
 	if g.kv {
-		parts = append(parts, "--kv-transfer-config", mooncakeKV)
+		parts = append(parts, "--kv-transfer-config", g.kvConfig)
 	}
 	return strings.Join(parts, " ")
 }
 
+// kvConfigs are the connector configurations a deployment may use: the Mooncake store connector
+// alone, with a lookup port, with lookups off, inside a MultiConnector, and one without Mooncake.
+var kvConfigs = []string{
+	mooncakeKV,
+	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7788}}'`,
+	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"enable_lookup":false}}'`,
+	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"},{"kv_connector":"NixlConnector","kv_role":"kv_both"}]}}'`,
+	`'{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"fixed-engine"}'`,
+}
+
+// nodeEnvs are node environments that change what identity reads: the ipc base path, the host
+// address a store client registers, its override.
+var nodeEnvs = []map[string]string{
+	{},
+	{"VLLM_RPC_BASE_PATH": "/dev/shm/vllm"},
+	{"VLLM_HOST_IP": "10.1.2.3"},
+	{"MOONCAKE_REQUESTER_LOCAL_HOSTNAME": "rdma-host"},
+	{"TMPDIR": "/var/tmp/"},
+}
+
 func (g *gen) node(host string, lines ...string) {
-	g.d.Nodes = append(g.d.Nodes, vllm.Node{Host: host, GPUs: g.gpus, Env: map[string]string{}, Commands: lines})
+	env := map[string]string{}
+	for k, v := range g.env {
+		env[k] = v
+	}
+	g.d.Nodes = append(g.d.Nodes, vllm.Node{Host: host, GPUs: g.gpus, Env: env, Commands: lines})
 }
 
 func host(i int) string { return fmt.Sprintf("h%d", i) }
@@ -306,6 +341,13 @@ var invalidLaunches = []string{
 	"-tp 2 -dp 2 --data-parallel-hybrid-lb",
 	"-tp 2 -dp 2 --data-parallel-backend ray --nnodes 2",
 	"-tp 2 -dp 2 --data-parallel-rank 2",
+	"-tp 2 -dp 2 --headless --api-server-count 2",
+	"-tp 2 -dp 4 --data-parallel-size-local 2 --data-parallel-multi-port-external-lb --api-server-count 2",
+	"-tp 2 -dp 4 --data-parallel-size-local 0 --headless",
+	"-tp 3 -dp 2 --data-parallel-size-local 2",
+	"-tp 4 -dp 2 --nnodes 3 --node-rank 1 --headless",
+	"-tp 2 -pp 2 -dcp 4",
+	"-tp 2 -dp 2 --data-parallel-external-lb --data-parallel-rank 1 --data-parallel-size-local 1",
 }
 
 func genInvalid(g *gen) {

@@ -15,6 +15,9 @@ planners give one deployment the same plan.
   that launches engines (vllm/rendezvous.go localPortBase).
 * torch groups: a worker's TP/PCP/PP ranks follow initialize_model_parallel's layout (DP, PP,
   PCP, TP; TP fastest), which the stood-in groups use for the engine_id broadcast.
+* temp dir: tempfile.gettempdir() is the first of TMPDIR, TEMP, TMP (normalised) else /tmp, as on
+  the simulated node, whose directories this machine does not have (Python would check that the
+  directory exists and is writable here; vllm/env.go gettempdir).
 * exception text: ``Type: message`` as the process's last line, qualified by module outside
   builtins, pydantic's ValidationError on one line.
 """
@@ -49,6 +52,19 @@ def enter_node(node, cmd_index, launch, model):
     os.environ.update(launch.get("env") or {})
     torch_standin.NODE_GPUS[0] = node["gpus"]
     _socket.gethostname = lambda: HOST
+    import tempfile
+
+    tempfile.tempdir = None  # Python caches the first answer: the probe's own
+    tempfile.gettempdir = gettempdir
+
+
+def gettempdir():
+    """tempfile.gettempdir() on the simulated node (see the module doc)."""
+    for k in ("TMPDIR", "TEMP", "TMP"):
+        v = os.environ.get(k)
+        if v:
+            return os.path.normpath(v)
+    return "/tmp"
 
 
 def engine_uuid():
