@@ -164,3 +164,21 @@ func TestGenerateReproducesAndRoundTrips(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return len(s) >= len(sub) && s[len(s)-len(sub):] == sub }
+
+// Every generated deployment of many seeds writes a scenario file that loads (a disagreement
+// must replay with widetp explain).
+func TestGeneratedScenariosLoad(t *testing.T) {
+	prof := mustProfile(t)
+	for _, seed := range []string{"1", "2", "3", "4", "5"} {
+		deps := Generate(5*len(launchPaths), seed, prof)
+		dir := t.TempDir()
+		if err := WriteScenarios(dir, deps, "main"); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range deps {
+			if _, err := scenarios.Load(filepath.Join(dir, d.Name+".yaml")); err != nil {
+				t.Errorf("seed %s: %v", seed, err)
+			}
+		}
+	}
+}
