@@ -59,10 +59,8 @@ class _ConfigBuilt(BaseException):
 
 
 # Debugging knobs, read when the probe starts (each simulated process gets its node's environment):
-# WIDETP_PROBE_TRACE=1 dumps a simulated process's stack when it runs longer than 2 s;
 # WIDETP_PROBE_DEBUG_STOP=1 records where each process reached its cut (extra.stop_at) and a
 # worker's swallowed exception's traceback.
-_TRACE = bool(os.environ.get("WIDETP_PROBE_TRACE"))
 _DEBUG_STOP = bool(os.environ.get("WIDETP_PROBE_DEBUG_STOP"))
 # The process this (forked) Python process simulates.
 CURRENT = None
@@ -271,10 +269,6 @@ def run_child(role, index, body, kwargs=None):
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        if _TRACE:
-            import faulthandler
-
-            faulthandler.dump_traceback_later(2, repeat=False, file=sys.__stderr__)
         CURRENT = Proc(role, index, parent)
         if kwargs and "vllm_config" in kwargs:
             CURRENT.config = kwargs["vllm_config"]
