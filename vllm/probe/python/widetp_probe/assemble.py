@@ -136,7 +136,7 @@ def _plan(rec, slots, fes):
     if rec.get("probe_error"):
         raise RuntimeError(f"process {rec.get('id')}: {rec['probe_error']}")
     if rec.get("lost"):
-        raise RuntimeError(f"process {rec.get('id')} ({rec.get('role')}) died without a record")
+        raise RuntimeError(f"simulated process {rec.get('id')} {rec['lost']}")
     role = rec["role"]
     ident = rec.get("identity") or {}
     conn = rec.get("connector") or {}

@@ -34,6 +34,7 @@ import io
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import traceback
@@ -275,10 +276,15 @@ def run_child(role, index, body, kwargs=None):
             CURRENT.extra["launcher_dp_size"] = kwargs["vllm_config"].parallel_config.data_parallel_size
         _finish(CURRENT, body, w)
     os.close(w)
-    data = _read_all(r)
+    data, timed_out = _read_all(r, CHILD_BOUND_S)
+    if timed_out:
+        # A simulated process that never reaches its cut is a probe that does not fit this vLLM
+        # (a wait it does not stand in for): say which, rather than hang the request.
+        os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    if not data:
-        return {"id": f"{parent.id}/?", "role": role, "lost": True}
+    if timed_out or not data:
+        why = f"did not reach its cut within {CHILD_BOUND_S} s" if timed_out else "died without a record"
+        return {"id": f"{parent.id or parent.host}: {role}-{index}", "role": role, "lost": why}
     return json.loads(data)
 
 
@@ -325,15 +331,32 @@ def _write_all(fd, data):
         view = view[n:]
 
 
-def _read_all(fd):
+# A simulated process runs vLLM's code for milliseconds up to its cut; this bounds one (its own
+# children included) so that a wait the probe does not stand in for fails the plan instead of
+# hanging it.
+CHILD_BOUND_S = 60
+
+
+def _read_all(fd, bound):
+    import select
+    import time
+
+    deadline = time.monotonic() + bound
     chunks = []
     while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            os.close(fd)
+            return b"".join(chunks), True
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
         b = os.read(fd, 1 << 16)
         if not b:
             break
         chunks.append(b)
     os.close(fd)
-    return b"".join(chunks)
+    return b"".join(chunks), False
 
 
 # ---------------------------------------------------------------------------------------------
