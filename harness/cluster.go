@@ -57,7 +57,7 @@ func StartCluster(ctx context.Context, s *scenarios.Scenario, rt Runtime, opts .
 		if n.Host == StoreHost {
 			return nil, fmt.Errorf("start cluster %s: node %s: the name is the fake store's host; rename the node", s.Name, n.Host)
 		}
-		spec, err := nodeSpec(s, n, cfg.timeouts)
+		spec, err := nodeSpec(s, n, cfg.timeouts, cfg.plans[n.Host])
 		if err != nil {
 			return nil, fmt.Errorf("start cluster %s: %w", s.Name, err)
 		}

@@ -25,6 +25,9 @@ type clusterConfig struct {
 	settle time.Duration
 	// teardown bounds Close when the caller's context is gone (an interrupt still tears down).
 	teardown time.Duration
+	// plans are the nodes' process plans by host, when a planner other than simnode's own model
+	// made them (WithPlans); a node without one plans its commands itself.
+	plans map[string]*vllm.NodePlan
 }
 
 // NodeTimeouts are the bounds every simulated process of a run waits with (simnode.Timeouts).
@@ -90,6 +93,19 @@ func settleBound(t NodeTimeouts, gpus int) time.Duration {
 // checks running); the CLI passes stderr. The runtime has its own (WithProgress).
 func WithClusterProgress(w io.Writer) ClusterOption {
 	return func(c *clusterConfig) { c.progress = w }
+}
+
+// WithPlans hands each node the plan a vllm.Planner made for it (simnode's Config.Plan), so the
+// run executes exactly those plans: `widetp run --planner vllm` runs vLLM's own plans.
+func WithPlans(plans []*vllm.NodePlan) ClusterOption {
+	return func(c *clusterConfig) {
+		c.plans = map[string]*vllm.NodePlan{}
+		for _, p := range plans {
+			if p != nil {
+				c.plans[p.Host] = p
+			}
+		}
+	}
 }
 
 // WithNodeTimeouts replaces the bounds derived from the scenario; the settle bound follows them
@@ -179,6 +195,7 @@ type nodeConfig struct {
 	// Deployment is every node of the scenario (simnode.Config.Deployment): a node plans the
 	// whole deployment, as explain does, for the processes that dial another node's.
 	Deployment []nodeDeployment `json:"deployment,omitempty"`
+	Plan       *vllm.NodePlan   `json:"plan,omitempty"`
 }
 
 type nodeDeployment struct {
@@ -212,7 +229,7 @@ const nodeEnvConfig = "WIDETP_NODE_CONFIG"
 // model and resolved profile, the environment layered (scenario, then node), the scenario name as
 // the seed (explain seeds the model with it, so engine_ids match the prediction), the store by its
 // host name, and the run's bounds.
-func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts) (NodeSpec, error) {
+func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vllm.NodePlan) (NodeSpec, error) {
 	url := func(port int) string { return "http://" + StoreHost + ":" + strconv.Itoa(port) }
 	cfg := nodeConfig{
 		Host:     n.Host,
@@ -224,6 +241,7 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts) (NodeSpec
 		Seed:     s.Name,
 		Store:    nodeStoreURLs{Metadata: url(storeMetadataPort), Master: url(storeMasterPort), Admin: url(storeAdminPort)},
 		Timeouts: nodeTimeoutsJSON{Rendezvous: t.Rendezvous.String(), Lookup: t.Lookup.String(), Store: t.Store.String()},
+		Plan:     plan,
 	}
 	for _, m := range s.Nodes {
 		cfg.Deployment = append(cfg.Deployment, nodeDeployment{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})

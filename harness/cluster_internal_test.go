@@ -42,7 +42,7 @@ func parseScenario(t *testing.T, yaml string) *scenarios.Scenario {
 func TestNodeConfigIsSimnodesConfig(t *testing.T) {
 	s := parseScenario(t, twoNodes)
 	cfg := clusterDefaults(s)
-	spec, err := nodeSpec(s, s.Nodes[0], cfg.timeouts)
+	spec, err := nodeSpec(s, s.Nodes[0], cfg.timeouts, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

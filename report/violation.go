@@ -70,4 +70,16 @@ type Report struct {
 	Violations []Violation        `json:"violations"`
 	Processes  []Process          `json:"processes"`
 	Timings    map[string]float64 `json:"timings"` // seconds, by phase
+	// Planner says who turned the vllm serve lines into process plans: the Go model, or vLLM's own
+	// launch code (its version, commit and where it was imported from). Absent in older reports.
+	Planner *Planner `json:"planner,omitempty"`
+}
+
+// Planner is who planned a report's processes (vllm.PlannerSource).
+type Planner struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Commit  string `json:"commit,omitempty"`
+	Path    string `json:"path,omitempty"`
+	Digest  string `json:"digest,omitempty"`
 }

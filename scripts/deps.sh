@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing widetp needs on a fresh Debian machine: libzmq (cgo, for
 # github.com/pebbe/zmq4), pkg-config, Debian's python3-zmq (the lookup wire-format tests talk to
-# the Go server with pyzmq, the library vLLM itself uses) and Debian's chromium (the HTML report's
-# browser tests and benchmark open it headless). Idempotent: does nothing when all is there.
+# the Go server with pyzmq, the library vLLM itself uses), python3-packaging (the vllm planner
+# imports vLLM, which needs `packaging`; the probe takes it from Debian's dist-packages when the
+# interpreter lacks it) and Debian's chromium (the HTML report's browser tests and benchmark open it
+# headless). Idempotent: does nothing when all is there.
 set -euo pipefail
 need=()
 pkg-config --exists libzmq 2>/dev/null || need+=(libzmq3-dev pkg-config)
 /usr/bin/python3 -c 'import zmq' 2>/dev/null || need+=(python3-zmq)
+[ -d /usr/lib/python3/dist-packages/packaging ] || need+=(python3-packaging)
 command -v gcc >/dev/null || need+=(gcc)
 # Chromium is wanted, not needed: where it cannot be installed, the browser specs skip and say why.
 want=()

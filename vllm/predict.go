@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"sort"
@@ -62,24 +63,28 @@ const (
 // crashed ancestor), so that a run in which one of them got to start can still be compared —
 // except those below a failed handshake bind, which no run ever starts (the bind precedes them).
 func Predict(d Deployment) ([]report.Process, error) {
-	if len(d.Nodes) == 0 {
-		return nil, fmt.Errorf("predict %s: deployment has no nodes", d.Name)
-	}
-	opts := Options{Model: d.Model, Profile: d.Profile, Seed: d.Seed}
-	s := &sim{}
-	hosts := map[string]bool{}
-	for _, n := range d.Nodes {
-		if hosts[n.Host] {
-			return nil, fmt.Errorf("predict %s: host %q appears twice", d.Name, n.Host)
-		}
-		hosts[n.Host] = true
-	}
-	plans, err := PlanDeployment(d.Nodes, opts)
+	plans, err := ModelPlanner{}.PlanDeployment(context.Background(), d)
 	if err != nil {
-		return nil, fmt.Errorf("predict %s: %w", d.Name, err)
+		return nil, err
 	}
-	for _, np := range plans {
+	return PredictPlans(d, plans)
+}
+
+// PredictPlans is Predict over plans any Planner made for d (one NodePlan per node, in d's node
+// order): the paper execution does not care who planned.
+func PredictPlans(d Deployment, plans []*NodePlan) ([]report.Process, error) {
+	if len(plans) != len(d.Nodes) {
+		return nil, fmt.Errorf("predict %s: %d node plans for %d nodes", d.Name, len(plans), len(d.Nodes))
+	}
+	s := &sim{}
+	for i, np := range plans {
+		if np == nil || np.Host != d.Nodes[i].Host {
+			return nil, fmt.Errorf("predict %s: node %d: plan is not for host %q", d.Name, i, d.Nodes[i].Host)
+		}
 		for _, top := range np.Commands {
+			if top == nil {
+				return nil, fmt.Errorf("predict %s: host %s: a command has no plan", d.Name, np.Host)
+			}
 			s.add(top, nil)
 		}
 	}

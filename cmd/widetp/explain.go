@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +31,7 @@ func init() {
 	register(&command{
 		name:    "explain",
 		summary: "print every process's predicted identity and the violations (no containers)",
-		usage:   "explain FILE [--profile P] [--json] [--html FILE]",
+		usage:   "explain FILE [--profile P] [--planner model|vllm[:PATH]] [--json] [--html FILE]",
 		run:     explain,
 	})
 }
@@ -48,10 +49,11 @@ func profileHelp() string {
 
 func explain(args []string, stdout, stderr io.Writer) int {
 	c := commands["explain"]
-	fs := newFlagSet(c, explainDescription+"\n\n"+profileHelp())
+	fs := newFlagSet(c, explainDescription+"\n\n"+plannerHelp+"\n\n"+profileHelp())
 	profile := fs.String("profile", "", "model the scenario under this `profile` instead of the file's: a name, or base,change=value,...")
 	asJSON := fs.Bool("json", false, "print one JSON report object instead of tables")
 	htmlOut := fs.String("html", "", "also write the prediction as a self-contained HTML page to `FILE`")
+	plannerSpec := fs.String("planner", "model", "who plans the processes: model, vllm or vllm:`PATH` (see above)")
 	pos, done, code := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -79,7 +81,13 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		return exitBadInput
 	}
 	loaded := time.Now()
-	procs, err := predict(s)
+	pl, release, err := openPlanner(context.Background(), *plannerSpec)
+	if err != nil {
+		fmt.Fprintf(stderr, "widetp explain: --planner: %v\n", err)
+		return plannerExit(err)
+	}
+	defer release()
+	procs, err := predictWith(context.Background(), pl, s)
 	if err != nil {
 		fmt.Fprintf(stderr, "widetp explain: %s: predict: %v\n", s.File, err)
 		return exitBadInput
@@ -101,6 +109,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 			"predict": predicted.Sub(loaded).Seconds(),
 			"check":   checked.Sub(predicted).Seconds(),
 		},
+		Planner: reportPlanner(pl),
 	}
 	if len(violations) > 0 {
 		rep.Verdict = "fail"

@@ -205,7 +205,7 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"--help"}, []string{"Usage:", "explain", "Exit codes"}},
 		{[]string{"-h"}, []string{"Commands:"}},
-		{[]string{"help", "explain"}, []string{"Usage: widetp explain FILE [--profile P] [--json]", "-profile", "-json"}},
+		{[]string{"help", "explain"}, []string{"Usage: widetp explain FILE [--profile P] [--planner model|vllm[:PATH]] [--json]", "-profile", "-planner", "-json", "--planner picks who"}},
 		{[]string{"explain", "--help"}, []string{"Usage: widetp explain FILE", "base,change=value", "Profiles: main, main-455edc0, pre-48061", "mooncake_dp_index=legacy|global"}},
 		{[]string{"explain", "-h"}, []string{"Usage: widetp explain FILE"}},
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/widetp/widetp/harness"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
+	"github.com/widetp/widetp/vllm"
 )
 
 const runDescription = `
@@ -40,7 +41,7 @@ func init() {
 	register(&command{
 		name:    "run",
 		summary: "run the scenario on Docker or locally and check what its processes report",
-		usage:   "run FILE [--runtime docker|local] [--profile P] [--json] [--artifacts DIR]",
+		usage:   "run FILE [--runtime docker|local] [--profile P] [--planner model|vllm[:PATH]] [--json] [--artifacts DIR]",
 		run:     runScenario,
 	})
 }
@@ -58,6 +59,7 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 	profile := fs.String("profile", "", "run the scenario under this `profile` instead of the file's: a name, or base,change=value,...")
 	asJSON := fs.Bool("json", false, "print one JSON report object instead of tables")
 	artifacts := fs.String("artifacts", "", "write every node's logs, the store snapshot and report.json into `DIR`")
+	plannerSpec := fs.String("planner", "model", "who plans the processes the nodes run: model, vllm or vllm:`PATH` (as explain)")
 	pos, done, code := parseArgs(fs, args, stdout, stderr)
 	if done {
 		return code
@@ -97,8 +99,26 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// Plans first: a planner that cannot start (no python3, no vLLM) is bad input, before anything
+	// runs. The model planner leaves planning to the nodes (simnode plans with the same model).
+	var plans []*vllm.NodePlan
+	var planner *report.Planner
+	if *plannerSpec != "" && *plannerSpec != "model" {
+		pl, release, err := openPlanner(ctx, *plannerSpec)
+		if err != nil {
+			fmt.Fprintf(stderr, "widetp run: --planner: %v\n", err)
+			return plannerExit(err)
+		}
+		plans, err = pl.PlanDeployment(ctx, s.Deployment())
+		planner = reportPlanner(pl)
+		release()
+		if err != nil {
+			fmt.Fprintf(stderr, "widetp run: %s: plan: %v\n", s.File, err)
+			return exitBadInput
+		}
+	}
 	which, stop := interruptions(cancel, stderr)
-	r := &runner{s: s, stdout: stdout, stderr: stderr, asJSON: *asJSON, artifacts: *artifacts}
+	r := &runner{s: s, stdout: stdout, stderr: stderr, asJSON: *asJSON, artifacts: *artifacts, plans: plans, planner: planner}
 	code = r.run(ctx, *runtime)
 	stop()
 	if got := which(); got != nil {
@@ -153,6 +173,9 @@ type runner struct {
 	stderr    io.Writer
 	asJSON    bool
 	artifacts string
+	// plans, when set, are the nodes' plans made by a planner other than the model (--planner).
+	plans   []*vllm.NodePlan
+	planner *report.Planner
 }
 
 func (r *runner) progressf(format string, args ...any) {
@@ -166,7 +189,11 @@ func (r *runner) run(ctx context.Context, runtime string) int {
 		fmt.Fprintf(r.stderr, "widetp run: %v\n", err)
 		return exitInfra
 	}
-	cl, err := harness.StartCluster(ctx, r.s, rt, harness.WithClusterProgress(r.stderr))
+	copts := []harness.ClusterOption{harness.WithClusterProgress(r.stderr)}
+	if r.plans != nil {
+		copts = append(copts, harness.WithPlans(r.plans))
+	}
+	cl, err := harness.StartCluster(ctx, r.s, rt, copts...)
 	if cl == nil {
 		// Nothing started: the scenario could not become a cluster.
 		fmt.Fprintf(r.stderr, "widetp run: %v\n", errors.Join(err, rt.Close(ctx)))
@@ -182,6 +209,7 @@ func (r *runner) run(ctx context.Context, runtime string) int {
 		if ctx.Err() == nil {
 			var rerr error
 			rep, rerr = cl.Report(ctx)
+			rep.Planner = r.planner
 			haveReport = rerr == nil
 			runErr = errors.Join(runErr, rerr)
 		}

@@ -17,6 +17,13 @@ import (
 // then the replicas, then the violations and how they compare with the scenario's expect.
 func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []report.Kind, match bool) {
 	fmt.Fprintf(w, "scenario %s (%s)\nprofile  %s\nmodel    %s (%s)\n", s.Name, s.File, rep.Profile, s.Model.Name, moeWord(s.Model.MoE))
+	if p := rep.Planner; p != nil && p.Name != "model" {
+		commit := p.Commit
+		if commit == "" {
+			commit = "commit unknown"
+		}
+		fmt.Fprintf(w, "planner  %s %s (%s) from %s\n", p.Name, p.Version, commit, p.Path)
+	}
 	// A run's report says where it ran; a prediction ran nowhere (runtime "none").
 	seen := "predicted"
 	if rep.Runtime != "none" {

@@ -1,0 +1,184 @@
+package conform
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/widetp/widetp/scenarios"
+	"github.com/widetp/widetp/vllm"
+)
+
+func modelPlans(t *testing.T, d vllm.Deployment) []*vllm.NodePlan {
+	t.Helper()
+	plans, err := vllm.ModelPlanner{}.PlanDeployment(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plans
+}
+
+// clone deep-copies plans through their JSON contract.
+func clone(t *testing.T, plans []*vllm.NodePlan) []*vllm.NodePlan {
+	t.Helper()
+	b, err := json.Marshal(plans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*vllm.NodePlan
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func deployment(t *testing.T) vllm.Deployment {
+	prof, _ := vllm.ProfileNamed("main")
+	return Generate(len(launchPaths), "compare", prof)[0] // one node, internal LB
+}
+
+func TestIdenticalPlansAgree(t *testing.T) {
+	for _, d := range Generate(len(launchPaths), "identical", mustProfile(t)) {
+		p := modelPlans(t, d)
+		var c Counts
+		if ds := Compare(d.Name, clone(t, p), p, &c); len(ds) > 0 {
+			t.Errorf("%s: identical plans disagree: %+v", d.Name, ds)
+		}
+		if c.Processes == 0 || c.Fields <= c.Processes {
+			t.Errorf("%s: counted %+v", d.Name, c)
+		}
+	}
+}
+
+func mustProfile(t *testing.T) vllm.Profile {
+	prof, err := vllm.ProfileNamed("main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return prof
+}
+
+func TestAChangedFieldIsOneDisagreement(t *testing.T) {
+	d := deployment(t)
+	want := modelPlans(t, d)
+	got := clone(t, want)
+	eng := got[0].Commands[0].Children[0]
+	eng.Identity.DataParallelIndex += 7
+	var c Counts
+	ds := Compare(d.Name, got, want, &c)
+	if len(ds) != 1 || ds[0].Process != eng.Identity.ID || ds[0].Field != "data_parallel_index" || ds[0].Area != "identity" {
+		t.Fatalf("disagreements = %+v, want one on %s data_parallel_index", ds, eng.Identity.ID)
+	}
+}
+
+func TestAMissingProcessIsAnExistsDisagreement(t *testing.T) {
+	d := deployment(t)
+	want := modelPlans(t, d)
+	got := clone(t, want)
+	top := got[0].Commands[0]
+	gone := top.Children[len(top.Children)-1]
+	top.Children = top.Children[:len(top.Children)-1]
+	var c Counts
+	ds := Compare(d.Name, got, want, &c)
+	found := false
+	for _, x := range ds {
+		found = found || x.Process == gone.Identity.ID && x.Field == "exists" && x.VLLM == "absent"
+	}
+	if !found {
+		t.Fatalf("no exists disagreement for %s in %+v", gone.Identity.ID, ds)
+	}
+}
+
+// Host-local rendezvous ports are a simulation convention: two planners that number the slots
+// differently but put the same processes there agree; one that splits a barrier does not.
+func TestLocalAddressesCompareByStructure(t *testing.T) {
+	d := deployment(t)
+	want := modelPlans(t, d)
+	renumber := func(plans []*vllm.NodePlan, f func(addr string) string) {
+		var walk func(p *vllm.ProcessPlan)
+		walk = func(p *vllm.ProcessPlan) {
+			for i := range p.Rendezvous {
+				p.Rendezvous[i].Address = f(p.Rendezvous[i].Address)
+			}
+			for _, c := range p.Children {
+				walk(c)
+			}
+		}
+		for _, np := range plans {
+			for _, top := range np.Commands {
+				walk(top)
+			}
+		}
+	}
+	shifted := clone(t, want)
+	renumber(shifted, func(a string) string {
+		if isLocal(a, "h0") {
+			return a + "0" // h0:40001 -> h0:400010: another slot, same members
+		}
+		return a
+	})
+	var c Counts
+	for _, x := range Compare(d.Name, shifted, want, &c) {
+		if x.Field != "replica" {
+			t.Errorf("renumbered slots disagree: %+v", x)
+		}
+	}
+}
+
+// Generate is reproducible from its seed, covers every launch path, and what it writes loads back
+// as the same deployment.
+func TestGenerateReproducesAndRoundTrips(t *testing.T) {
+	prof := mustProfile(t)
+	a := Generate(2*len(launchPaths), "seed-a", prof)
+	b := Generate(2*len(launchPaths), "seed-a", prof)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("Generate is not reproducible from its seed")
+	}
+	if c := Generate(2*len(launchPaths), "seed-b", prof); reflect.DeepEqual(a, c) {
+		t.Fatal("two seeds generated the same deployments")
+	}
+	dir := t.TempDir()
+	if err := WriteScenarios(dir, a, "main"); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range a {
+		if want := LaunchPaths()[i%len(launchPaths)]; filepath.Ext(d.Name) != "" || !contains(d.Name, want) {
+			t.Errorf("deployment %d is %s, want launch path %s", i, d.Name, want)
+		}
+		s, err := scenarios.Load(filepath.Join(dir, d.Name+".yaml"))
+		if err != nil {
+			t.Fatalf("written scenario does not load: %v", err)
+		}
+		got := s.Deployment()
+		for j := range got.Nodes {
+			if len(got.Nodes[j].Env) == 0 {
+				got.Nodes[j].Env = d.Nodes[j].Env
+			}
+		}
+		if !reflect.DeepEqual(got.Nodes, d.Nodes) || got.Model != d.Model {
+			t.Errorf("%s: written and loaded back differ:\n got %+v\nwant %+v", d.Name, got.Nodes, d.Nodes)
+		}
+	}
+}
+
+func contains(s, sub string) bool { return len(s) >= len(sub) && s[len(s)-len(sub):] == sub }
+
+// Every generated deployment of many seeds writes a scenario file that loads (a disagreement
+// must replay with widetp explain).
+func TestGeneratedScenariosLoad(t *testing.T) {
+	prof := mustProfile(t)
+	for _, seed := range []string{"1", "2", "3", "4", "5"} {
+		deps := Generate(5*len(launchPaths), seed, prof)
+		dir := t.TempDir()
+		if err := WriteScenarios(dir, deps, "main"); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range deps {
+			if _, err := scenarios.Load(filepath.Join(dir, d.Name+".yaml")); err != nil {
+				t.Errorf("seed %s: %v", seed, err)
+			}
+		}
+	}
+}

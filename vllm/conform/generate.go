@@ -1,0 +1,405 @@
+package conform
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/widetp/widetp/vllm"
+)
+
+// The generated deployments' models: one MoE and one dense model the scenario catalog knows, so a
+// written scenario needs no moe: line.
+var (
+	moeModel   = vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true}
+	denseModel = vllm.Model{Name: "meta-llama/Llama-3.1-8B-Instruct", MoE: false}
+)
+
+const mooncakeKV = `'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`
+
+// launchPaths are the generators, one per launch path; deployment i uses path i mod len, so N >=
+// len(launchPaths) covers every path, and the seed varies sizes, ranks, model and connector.
+var launchPaths = []struct {
+	name string
+	gen  func(g *gen)
+}{
+	{"internal-one-node", genInternalOneNode},
+	{"internal-headless", genInternalHeadless},
+	{"external", genExternal},
+	{"hybrid", genHybrid},
+	{"wide-tp-internal", genWideTPInternal},
+	{"wide-tp-external", genWideTPExternal},
+	{"wide-tp-start-rank", genWideTPStartRank},
+	{"colocated-external", genColocated},
+	{"multi-port-external", genMultiPort},
+	{"invalid", genInvalid},
+	{"offline-spmd", genOfflineSPMD},
+	{"api-server-entrypoint", genAPIServer},
+}
+
+// LaunchPaths names the launch paths Generate covers, in its order.
+func LaunchPaths() []string {
+	out := make([]string, len(launchPaths))
+	for i, p := range launchPaths {
+		out[i] = p.name
+	}
+	return out
+}
+
+// gen builds one deployment.
+type gen struct {
+	r    *rand.Rand
+	d    vllm.Deployment
+	gpus int
+	kv   bool
+	// ep: every line of a MoE deployment passes --enable-expert-parallel, or none does (vLLM
+	// refuses DP engines whose configs differ: wait_for_engine_startup's config-hash check).
+	ep bool
+	// kvConfig is the deployment's --kv-transfer-config value; env its nodes' environment.
+	kvConfig string
+	env      map[string]string
+}
+
+// Generate returns n deployments, reproducible from seed, under profile prof.
+func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
+	out := make([]vllm.Deployment, 0, n)
+	for i := 0; i < n; i++ {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s/%d", seed, i)
+		s := h.Sum64()
+		path := launchPaths[i%len(launchPaths)]
+		g := &gen{r: rand.New(rand.NewPCG(s, s>>1|1)), gpus: 8}
+		name := fmt.Sprintf("gen-%s-%d-%s", sanitize(seed), i, path.name)
+		g.d = vllm.Deployment{Name: name, Profile: prof, Seed: name, Model: moeModel}
+		if g.r.IntN(3) == 0 {
+			g.d.Model = denseModel
+		}
+		g.kv = g.r.IntN(2) == 0
+		g.ep = g.d.Model.MoE && g.r.IntN(2) == 0
+		g.kvConfig = mooncakeKV
+		if g.r.IntN(2) == 0 {
+			g.kvConfig = kvConfigs[g.r.IntN(len(kvConfigs))]
+		}
+		g.env = nodeEnvs[0]
+		if g.r.IntN(3) == 0 {
+			g.env = nodeEnvs[g.r.IntN(len(nodeEnvs))]
+		}
+		path.gen(g)
+		out = append(out, g.d)
+	}
+	return out
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(s) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+func (g *gen) pick(xs ...int) int { return xs[g.r.IntN(len(xs))] }
+
+// line is one `vllm serve` line of the deployment's model with the connector when chosen.
+func (g *gen) line(env string, flags ...string) string {
+	parts := []string{}
+	if env != "" {
+		parts = append(parts, env)
+	}
+	parts = append(parts, "vllm serve", g.d.Model.Name)
+	parts = append(parts, flags...)
+	if g.ep {
+		parts = append(parts, "--enable-expert-parallel")
+	}
+	if g.kv {
+		parts = append(parts, "--kv-transfer-config", g.kvConfig)
+	}
+	return strings.Join(parts, " ")
+}
+
+// kvConfigs are the connector configurations a deployment may use: the Mooncake store connector
+// alone, with a lookup port, with lookups off, inside a MultiConnector, and one without Mooncake.
+var kvConfigs = []string{
+	mooncakeKV,
+	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7788}}'`,
+	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"enable_lookup":false}}'`,
+	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"},{"kv_connector":"NixlConnector","kv_role":"kv_both"}]}}'`,
+	`'{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"fixed-engine"}'`,
+}
+
+// nodeEnvs are node environments that change what identity reads: the ipc base path, the host
+// address a store client registers, its override.
+var nodeEnvs = []map[string]string{
+	{},
+	{"VLLM_RPC_BASE_PATH": "/dev/shm/vllm"},
+	{"VLLM_HOST_IP": "10.1.2.3"},
+	{"MOONCAKE_REQUESTER_LOCAL_HOSTNAME": "rdma-host"},
+	{"TMPDIR": "/var/tmp/"},
+}
+
+func (g *gen) node(host string, lines ...string) {
+	env := map[string]string{}
+	for k, v := range g.env {
+		env[k] = v
+	}
+	g.d.Nodes = append(g.d.Nodes, vllm.Node{Host: host, GPUs: g.gpus, Env: env, Commands: lines})
+}
+
+func host(i int) string { return fmt.Sprintf("h%d", i) }
+
+func f(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// head is the DP address flags every multi-node command names.
+func head() string { return "--data-parallel-address h0 --data-parallel-rpc-port 13345" }
+
+func genInternalOneNode(g *gen) {
+	tp := g.pick(1, 2, 4)
+	pp := g.pick(1, 1, 2)
+	dp := g.pick(1, 2, 4)
+	for tp*pp*dp > g.gpus {
+		dp /= 2
+	}
+	flags := []string{f("-tp %d -pp %d -dp %d", tp, pp, dp)}
+	if g.r.IntN(3) == 0 {
+		flags = append(flags, f("--data-parallel-size-local %d", dp))
+	}
+	if g.r.IntN(3) == 0 {
+		flags = append(flags, "--api-server-count 1")
+	}
+	g.node("h0", g.line("", flags...))
+}
+
+func genInternalHeadless(g *gen) {
+	nodes := g.pick(2, 3)
+	local := g.pick(1, 2)
+	tp := g.pick(2, 4)
+	dp := nodes * local
+	for i := 0; i < nodes; i++ {
+		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d", tp, dp, local), head()}
+		if i == 0 {
+			// vLLM PR #47692: a head given start rank 0 infers hybrid LB (then external LB when
+			// its local size is 1), which the headless followers then do not fit.
+			if g.r.IntN(3) == 0 {
+				flags = append(flags, "--data-parallel-start-rank 0")
+			}
+		} else {
+			flags = append(flags, "--headless", f("--data-parallel-start-rank %d", i*local))
+		}
+		g.node(host(i), g.line("", flags...))
+	}
+}
+
+func genExternal(g *gen) {
+	dp := g.pick(2, 3, 4)
+	tp := g.pick(2, 4, 8)
+	for i := 0; i < dp; i++ {
+		flags := []string{f("-tp %d -dp %d --data-parallel-rank %d", tp, dp, i), head()}
+		if g.r.IntN(3) == 0 {
+			flags = append(flags, "--data-parallel-external-lb")
+		}
+		g.node(host(i), g.line("", flags...))
+	}
+}
+
+func genHybrid(g *gen) {
+	nodes := g.pick(2, 3)
+	local := g.pick(1, 2, 4)
+	tp := g.pick(1, 2)
+	dp := nodes * local
+	for i := 0; i < nodes; i++ {
+		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d --data-parallel-start-rank %d", tp, dp, local, i*local), head()}
+		if g.r.IntN(4) == 0 {
+			flags = append(flags, "--data-parallel-hybrid-lb")
+		}
+		g.node(host(i), g.line("", flags...))
+	}
+}
+
+// wideTP lays out replicas of TP = perReplica * gpus over nodes, node rank k on host k.
+func (g *gen) wideTP(flagsFor func(k, replica, within int) []string) {
+	perReplica := g.pick(2, 2, 3)
+	dp := g.pick(1, 2, 2)
+	if g.r.IntN(3) == 0 {
+		g.gpus = 4
+	}
+	tp := perReplica * g.gpus
+	nnodes := perReplica * dp
+	for k := 0; k < nnodes; k++ {
+		flags := []string{f("-tp %d -dp %d --nnodes %d --node-rank %d --master-addr h0 --master-port 29600", tp, dp, nnodes, k), head()}
+		flags = append(flags, flagsFor(k, k/perReplica, k%perReplica)...)
+		g.node(host(k), g.line("", flags...))
+	}
+}
+
+func genWideTPInternal(g *gen) {
+	g.wideTP(func(k, replica, within int) []string {
+		if k > 0 {
+			return []string{"--headless"}
+		}
+		return nil
+	})
+}
+
+func genWideTPExternal(g *gen) {
+	explicit := g.r.IntN(2) == 0
+	g.wideTP(func(k, replica, within int) []string {
+		var out []string
+		if explicit {
+			out = append(out, f("--data-parallel-rank %d", replica))
+		} else {
+			out = append(out, "--data-parallel-external-lb")
+		}
+		if within > 0 {
+			out = append(out, "--headless")
+		}
+		return out
+	})
+}
+
+func genWideTPStartRank(g *gen) {
+	g.wideTP(func(k, replica, within int) []string {
+		out := []string{f("--data-parallel-start-rank %d", replica), "--data-parallel-size-local 1"}
+		if within > 0 {
+			out = append(out, "--headless")
+		}
+		return out
+	})
+}
+
+func genColocated(g *gen) {
+	tp := g.pick(2, 4)
+	n := g.gpus / tp
+	if n > 2 {
+		n = 2
+	}
+	var lines []string
+	for i := 0; i < n; i++ {
+		devs := make([]string, tp)
+		for j := range devs {
+			devs[j] = fmt.Sprint(i*tp + j)
+		}
+		lines = append(lines, g.line("CUDA_VISIBLE_DEVICES="+strings.Join(devs, ","),
+			f("-tp %d -dp %d --data-parallel-rank %d --port %d", tp, n, i, 8000+i)))
+	}
+	g.node("h0", lines...)
+}
+
+func genMultiPort(g *gen) {
+	nodes := g.pick(1, 2)
+	local := g.pick(2, 4)
+	tp := g.gpus / local
+	dp := nodes * local
+	for i := 0; i < nodes; i++ {
+		g.node(host(i), g.line("", f("-tp %d -dp %d --data-parallel-size-local %d --node-rank %d --data-parallel-multi-port-external-lb", tp, dp, local, i), head()))
+	}
+}
+
+// genOfflineSPMD is the environment's DP (ParallelConfig.__post_init__ falls back to VLLM_DP_* when
+// the command line has DP 1): one command per DP rank on one host.
+func genOfflineSPMD(g *gen) {
+	tp := g.pick(1, 2)
+	n := g.pick(1, 2)
+	var lines []string
+	for r := 0; r < n; r++ {
+		env := f("VLLM_DP_SIZE=%d VLLM_DP_RANK=%d VLLM_DP_MASTER_IP=127.0.0.1 VLLM_DP_MASTER_PORT=%d", n, r, 23000)
+		lines = append(lines, g.line(env, f("-tp %d --port %d", tp, 8000+r)))
+	}
+	g.node("h0", lines...)
+}
+
+// genAPIServer launches with `python -m vllm.entrypoints.openai.api_server`, which runs run_server
+// whatever the LB flags say.
+func genAPIServer(g *gen) {
+	tp := g.pick(1, 2, 4)
+	dp := g.pick(1, 2)
+	line := g.line("", f("-tp %d -dp %d", tp, dp))
+	line = strings.Replace(line, "vllm serve "+g.d.Model.Name, "python3 -m vllm.entrypoints.openai.api_server --model "+g.d.Model.Name, 1)
+	g.node("h0", line)
+}
+
+// invalid launches, each one vLLM refuses (or the model says it does). None needs more GPUs than
+// the node has: the scenario loader refuses such a file, and a written deployment must replay.
+var invalidLaunches = []string{
+	"-tp 2 -dp 2 --headless --data-parallel-hybrid-lb",
+	"-tp 2 -dp 4 --data-parallel-size-local 2 --data-parallel-rank 1",
+	"-tp 3 -dp 1 --nnodes 2 --node-rank 0",
+	"-tp 4 -dp 1 --nnodes 2 --node-rank 3",
+	"-tp 2 -dp 2 --data-parallel-size-local 4",
+	"-tp 2 -dp 1 --data-parallel-external-lb",
+	"-tp 2 -dp 2 --data-parallel-hybrid-lb --data-parallel-external-lb",
+	"-tp 2 -dp 2 --data-parallel-rank 0 --data-parallel-start-rank 0",
+	"-tp 2 -dp 2 --data-parallel-hybrid-lb",
+	"-tp 2 -dp 2 --data-parallel-backend ray --nnodes 2",
+	"-tp 2 -dp 2 --data-parallel-rank 2",
+	"-tp 2 -dp 2 --headless --api-server-count 2",
+	"-tp 2 -dp 4 --data-parallel-size-local 2 --data-parallel-multi-port-external-lb --api-server-count 2",
+	"-tp 2 -dp 4 --data-parallel-size-local 0 --headless",
+	"-tp 3 -dp 2 --data-parallel-size-local 2",
+	"-tp 4 -dp 2 --nnodes 3 --node-rank 1 --headless",
+	"-tp 2 -pp 2 -dcp 4",
+	"-tp 2 -dp 2 --data-parallel-external-lb --data-parallel-rank 1 --data-parallel-size-local 1",
+}
+
+func genInvalid(g *gen) {
+	g.node("h0", g.line("", invalidLaunches[g.r.IntN(len(invalidLaunches))]))
+}
+
+// WriteScenarios writes each deployment as a scenario file dir/<name>.yaml that widetp explain
+// and widetp conform load, under profile (the command-line form).
+func WriteScenarios(dir string, deps []vllm.Deployment, profile string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, d := range deps {
+		doc := map[string]any{
+			"name":        d.Name,
+			"description": "Generated by widetp conform: replay with widetp explain FILE --planner vllm, or widetp conform FILE.",
+			"profile":     profileMap(profile),
+			"model":       map[string]any{"name": d.Model.Name, "moe": d.Model.MoE},
+		}
+		var nodes []map[string]any
+		for _, n := range d.Nodes {
+			node := map[string]any{"host": n.Host, "gpus": n.GPUs, "commands": n.Commands}
+			if len(n.Env) > 0 {
+				node["env"] = n.Env
+			}
+			nodes = append(nodes, node)
+		}
+		doc["nodes"] = nodes
+		b, err := yaml.Marshal(doc)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, d.Name+".yaml"), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// profileMap renders the command-line form (base,change=value) as the scenario's profile value.
+func profileMap(spec string) any {
+	parts := strings.Split(spec, ",")
+	if len(parts) == 1 {
+		return spec
+	}
+	m := map[string]string{"base": parts[0]}
+	keys := []string{}
+	for _, p := range parts[1:] {
+		k, v, _ := strings.Cut(p, "=")
+		m[k] = v
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return m
+}

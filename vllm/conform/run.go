@@ -1,0 +1,100 @@
+package conform
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"github.com/widetp/widetp/report"
+
+	"github.com/widetp/widetp/vllm"
+)
+
+// PlannerFailed is a deployment one planner could not plan at all (not a vLLM refusal: those are
+// crashes, compared like any field).
+type PlannerFailed struct {
+	Scenario string `json:"scenario"`
+	Error    string `json:"error"`
+}
+
+// Deployment plans d with the vllm planner and with the model (under d.Profile) and compares
+// them. An error is a planner that failed.
+func Deployment(ctx context.Context, d vllm.Deployment, vllmPlanner vllm.Planner, c *Counts) ([]Disagreement, error) {
+	var (
+		got      []*vllm.NodePlan
+		verdicts map[string]string
+		err      error
+	)
+	if vp, ok := vllmPlanner.(verdictPlanner); ok {
+		got, verdicts, err = vp.PlanWithVerdicts(ctx, d)
+	} else {
+		got, err = vllmPlanner.PlanDeployment(ctx, d)
+	}
+	if err != nil {
+		return nil, err
+	}
+	want, err := vllm.ModelPlanner{}.PlanDeployment(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	out := Compare(d.Name, got, want, c)
+	if verdicts != nil {
+		out = append(out, CompareHandshakes(d.Name, got, verdicts, c)...)
+	}
+	return out, nil
+}
+
+// verdictPlanner is a planner that also reports vLLM's own handshake verdicts (vllm/probe).
+type verdictPlanner interface {
+	PlanWithVerdicts(ctx context.Context, d vllm.Deployment) ([]*vllm.NodePlan, map[string]string, error)
+}
+
+// CompareHandshakes checks vllm.HandshakeExpect.Refuse against vLLM's wait_for_engine_startup:
+// for every front end of the plans that serves a handshake, the refusals Refuse finds among the
+// HELLOs its barrier's members carry must contain the one vLLM raised, and be empty when vLLM
+// raised none.
+func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[string]string, c *Counts) []Disagreement {
+	procs := flatten(plans)
+	type member struct {
+		host string
+		r    vllm.RendezvousPlan
+	}
+	byKey := map[string][]member{}
+	ids := make([]string, 0, len(procs))
+	for id, p := range procs {
+		ids = append(ids, id)
+		for _, r := range p.Rendezvous {
+			k := report.BarrierKey(p.Identity.Host, r.Address)
+			byKey[k] = append(byKey[k], member{p.Identity.Host, r})
+		}
+	}
+	sort.Strings(ids)
+	var out []Disagreement
+	for _, id := range ids {
+		p := procs[id]
+		for _, r := range p.Rendezvous {
+			if !r.BindsEarly || r.Expect == nil {
+				continue
+			}
+			c.Fields++
+			refusals := map[string]bool{}
+			var list []string
+			for _, m := range byKey[report.BarrierKey(p.Identity.Host, r.Address)] {
+				if m.r.Hello == nil {
+					continue
+				}
+				if t := r.Expect.Refuse(*m.r.Hello); t != "" && !refusals[t] {
+					refusals[t] = true
+					list = append(list, t)
+				}
+			}
+			v := verdicts[id]
+			if (v == "") == (len(list) == 0) && (v == "" || refusals[v]) {
+				continue
+			}
+			out = append(out, Disagreement{Scenario: scenario, Process: id, Field: "handshake_refusal",
+				VLLM: v, Model: strings.Join(list, " | "), Area: "rendezvous"})
+		}
+	}
+	return out
+}

@@ -1,0 +1,794 @@
+"""Runs vLLM's own launch code for one `vllm serve` line and records every process it starts.
+
+Each simulated process is a fork of the one that starts it, as in vLLM (its own copy of every
+global and every config object). A process runs vLLM's code until a cut point, then reports a
+record to its parent over a pipe; a parent collects its children's records as it starts them.
+
+Cut points (where vLLM's code runs from and to, per process):
+
+* front end (api-server, headless launcher, dp-supervisor): from the `vllm serve` parser
+  (FlexibleArgumentParser + make_arg_parser, ServeSubcommand.validate and .cmd) through
+  run_server / run_multi_api_server / run_headless / run_dp_supervisor, create_engine_config,
+  launch_core_engines and CoreEngineProcManager, to wait_for_engine_startup (run for real over
+  the HELLO messages of every engine that dials the front end's handshake). It stops when it
+  would wait for engine READY messages on its input socket (MPClient), for its API server
+  processes (wait_for_completion_or_failure) or monitor its engines (monitor_engine_liveness).
+* engine core: EngineCoreProc.run_engine_core with the kwargs CoreEngineProcManager gave it,
+  the handshakes (_perform_handshakes), DPEngineCoreProc._init_data_parallel (its stateless DP
+  group is recorded, not formed), EngineCore.__init__ up to the executor, the executor's
+  _init_executor up to WorkerProc.wait_for_ready (the workers are started there); then the
+  scheduler side of the KV connector (its identity, see ``connector``).
+* worker: WorkerProc.worker_main (or the uni executor's in-process worker, planned as a child)
+  through Worker.init_device and init_worker_distributed_environment to
+  torch.distributed.init_process_group, which records the torch world and stops; then the
+  KV connector (ensure_kv_transfer_initialized's engine_id sync and the connector's identity).
+
+Stood in, and why (none of it decides identity): the Hugging Face model config (is_moe comes
+from the scenario), create_engine_config after ParallelConfig(...) (scheduler, cache,
+compilation and VllmConfig.__post_init__), the network (server sockets, get_ip's probe of a
+route), process spawning (fork instead of spawn), the DP coordinator and extra API server
+processes (no identity), message queues, and what follows each cut.
+"""
+
+import io
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import traceback
+
+from . import conventions
+from . import torch_standin
+from . import zmq_standin
+from .standins import StandIn
+
+
+class Stop(BaseException):
+    """A simulated process reached its cut point: its plan is complete."""
+
+
+class Unsupported(BaseException):
+    """A launch path the probe does not run: planning fails with this message (no plan is better
+    than a plan vLLM's code did not make)."""
+
+
+class _ConfigBuilt(BaseException):
+    def __init__(self, pc):
+        self.pc = pc
+
+
+# Debugging knobs, read when the probe starts (each simulated process gets its node's environment):
+# WIDETP_PROBE_DEBUG_STOP=1 records where each process reached its cut (extra.stop_at) and a
+# worker's swallowed exception's traceback.
+_DEBUG_STOP = bool(os.environ.get("WIDETP_PROBE_DEBUG_STOP"))
+# The process this (forked) Python process simulates.
+CURRENT = None
+# Remote engine HELLO messages per handshake address, fed to the front ends (second pass).
+REMOTE_FEED = {}
+
+
+class Proc:
+    def __init__(self, role, index, parent=None):
+        self.role, self.index = role, index
+        self.parent_id = parent.id if parent else ""
+        self.host = parent.host if parent else ""
+        self.cmd = parent.cmd if parent else 0
+        self.config = None  # the VllmConfig stand-in whose parallel_config is the identity
+        self.stage = "config" if role in ("api-server", "headless", "dp-supervisor") else "engine-init"
+        self.crash = None
+        self.rendezvous = []  # {"kind", "address", "world_size", "rank", "binds_early"?, "local"?}
+        self.children = []
+        self.hello = []  # handshake messages this engine sent: {"address", "index", "status", "local", "headless"}
+        self.handshake = None  # front end: {"address", "engines": [[index, local], ...]}
+        self.connector = {}
+        self.extra = {}
+        if parent is None:
+            self.id = ""
+        elif role == "worker":
+            self.id = f"{parent.id}/worker-{index}"
+        else:
+            self.id = f"{parent.host}/{parent.cmd}/{role}-{index}"
+
+    def record(self):
+        pc = getattr(self.config, "parallel_config", None) if self.config is not None else None
+        return {
+            "id": self.id, "parent": self.parent_id, "host": self.host, "command": self.cmd,
+            "role": self.role, "identity": _identity(pc), "crash": self.crash,
+            "rendezvous": self.rendezvous, "children": self.children, "hello": self.hello,
+            "handshake": self.handshake, "connector": self.connector, "extra": self.extra,
+        }
+
+
+def _identity(pc):
+    if pc is None:
+        return None
+    out = {
+        "data_parallel_size": pc.data_parallel_size,
+        "data_parallel_rank": pc.data_parallel_rank,
+        "data_parallel_rank_local": pc.data_parallel_rank_local,
+        "data_parallel_index": pc.data_parallel_index,
+        "local_engines_only": bool(pc.local_engines_only),
+        "world_size": pc.world_size,
+        "rank": pc.rank,
+        "tp": pc.tensor_parallel_size, "pp": pc.pipeline_parallel_size,
+        "pcp": pc.prefill_context_parallel_size,
+        "nnodes": pc.nnodes,
+    }
+    try:
+        out["node_rank_within_dp"] = pc.node_rank_within_dp
+    except Exception:  # ZeroDivisionError before PR #53743: the model leaves it 0
+        out["node_rank_within_dp"] = 0
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Crash rendering
+
+
+def crash_text(e):
+    """The exception as the process prints its last line, in the plan's rendering
+    (conventions.exception_text)."""
+    return conventions.exception_text(e)
+
+
+def _fail(proc, e):
+    proc.crash = {"stage": proc.stage, "error": crash_text(e)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Process spawning: fork, run, collect the record.
+
+
+class _SimProcess:
+    """multiprocessing.Process as get_mp_context() hands it out: start() forks the simulated
+    process and collects its record; it never dies while the plan is made."""
+
+    _pids = iter(range(100000, 10**9))
+
+    def __init__(self, group=None, target=None, name=None, args=(), kwargs=None, daemon=None):
+        self.target, self.name, self.args, self.kwargs = target, name, args, kwargs or {}
+        self.pid = next(self._pids)
+        self.exitcode = None
+        self.sentinel = _Sentinel()
+        self.daemon = daemon
+
+    def start(self):
+        role, index = _classify(self.target, self.args, self.kwargs)
+        if role is None:
+            return  # DP coordinator, API server processes: no identity, not planned
+        rec = run_child(role, index, lambda: self.target(*self.args, **self.kwargs), self.kwargs)
+        if role == "api-server":
+            rec["parent"] = CURRENT.id
+        CURRENT.children.append(rec)
+
+    def is_alive(self):
+        return True
+
+    def join(self, timeout=None):
+        pass
+
+    def terminate(self):
+        pass
+
+    def kill(self):
+        pass
+
+    def close(self):
+        pass
+
+
+class _Sentinel:
+    def fileno(self):
+        return -1
+
+
+def _classify(target, args, kwargs):
+    name = getattr(target, "__qualname__", "") or ""
+    if name == "_run_vllm_dp_server":
+        return "api-server", args[0].data_parallel_rank
+    if name.endswith("run_engine_core"):
+        return "engine-core", kwargs.get("dp_rank", 0)
+    if name.endswith("worker_main"):
+        return "worker", kwargs.get("local_rank", 0)
+    return None, None
+
+
+class _Conn:
+    def __init__(self):
+        self.closed = False
+
+    def send(self, obj):
+        pass
+
+    def recv(self):
+        raise Stop()
+
+    def poll(self, timeout=None):
+        return False
+
+    def close(self):
+        self.closed = True
+
+    def fileno(self):
+        return -1
+
+
+class _OSStandIn:
+    """os as dp_supervisor sees it: its children's setpgrp must not detach the simulated process
+    from the probe's process group (a timeout kills that group)."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def setpgrp(self):
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _MPContext:
+    def Process(self, *args, **kwargs):
+        return _SimProcess(*args, **kwargs)
+
+    def Pipe(self, duplex=True):
+        return _Conn(), _Conn()
+
+    def Lock(self):
+        import threading
+
+        return threading.Lock()
+
+    def Queue(self, *a, **k):
+        import queue
+
+        return queue.Queue()
+
+    def Event(self):
+        import threading
+
+        return threading.Event()
+
+    def get_start_method(self):
+        return "spawn"
+
+    def current_process(self):
+        import multiprocessing
+
+        return multiprocessing.current_process()
+
+
+def run_child(role, index, body, kwargs=None):
+    """Forks a simulated child process, runs body in it, returns its record."""
+    global CURRENT
+    parent = CURRENT
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        CURRENT = Proc(role, index, parent)
+        if kwargs and "vllm_config" in kwargs:
+            CURRENT.config = kwargs["vllm_config"]
+            CURRENT.extra["launcher_dp_size"] = kwargs["vllm_config"].parallel_config.data_parallel_size
+        _finish(CURRENT, body, w)
+    os.close(w)
+    data, timed_out = _read_all(r, CHILD_BOUND_S)
+    if timed_out:
+        # A simulated process that never reaches its cut is a probe that does not fit this vLLM
+        # (a wait it does not stand in for): say which, rather than hang the request.
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    if timed_out or not data:
+        why = f"did not reach its cut within {CHILD_BOUND_S} s" if timed_out else "died without a record"
+        return {"id": f"{parent.id or parent.host}: {role}-{index}", "role": role, "lost": why}
+    return json.loads(data)
+
+
+def _finish(proc, body, w):
+    import time
+
+    t0 = time.monotonic()
+    try:
+        try:
+            body()
+        except Stop:
+            if _DEBUG_STOP:
+                proc.extra["stop_at"] = traceback.format_exc(limit=-4)
+        except _ConfigBuilt:
+            pass
+        except Unsupported as e:
+            proc.extra["unsupported"] = str(e)
+        except SystemExit as e:
+            if e.code not in (0, None) or proc.role != "api-server":
+                proc.crash = {"stage": proc.stage, "error": conventions.system_exit_text(e, _ARGPARSE_ERR)}
+        except BaseException as e:  # noqa: BLE001 - every exception is the process's crash
+            _fail(proc, e)
+            proc.extra["traceback"] = traceback.format_exc(limit=-6)
+        proc.extra["body_s"] = round(time.monotonic() - t0, 3)
+        if proc.crash is None:
+            after_cut(proc)
+        proc.extra["total_s"] = round(time.monotonic() - t0, 3)
+        data = json.dumps(proc.record(), default=_json_default).encode()
+    except BaseException as e:  # noqa: BLE001
+        data = json.dumps({"id": proc.id, "role": proc.role, "probe_error": traceback.format_exc()}).encode()
+    os.write(w, data) if len(data) < 65536 else _write_all(w, data)
+    os.close(w)
+    os._exit(0)
+
+
+def _json_default(o):
+    return repr(o)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+# A simulated process runs vLLM's code for milliseconds up to its cut; this bounds one (its own
+# children included) so that a wait the probe does not stand in for fails the plan instead of
+# hanging it.
+CHILD_BOUND_S = 60
+
+
+def _read_all(fd, bound):
+    import select
+    import time
+
+    deadline = time.monotonic() + bound
+    chunks = []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            os.close(fd)
+            return b"".join(chunks), True
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        b = os.read(fd, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(fd)
+    return b"".join(chunks), False
+
+
+# ---------------------------------------------------------------------------------------------
+# After the cut: the KV connector's identity.
+
+
+def after_cut(proc):
+    if proc.role == "worker":
+        proc.stage = "connector-init"
+        try:
+            worker_connector(proc)
+        except Stop:
+            pass
+        except BaseException as e:  # noqa: BLE001
+            _fail(proc, e)
+    elif proc.role in ("engine-core", "ray-actor"):
+        conventions.ready_messages(proc)
+        proc.stage = "connector-init"
+        try:
+            scheduler_connector(proc)
+        except BaseException as e:  # noqa: BLE001
+            _fail(proc, e)
+
+
+def _kv(proc):
+    cfg = proc.config
+    kv = getattr(cfg, "kv_transfer_config", None) if cfg is not None else None
+    if kv is None or not kv.is_kv_transfer_instance:
+        return None
+    return kv
+
+
+def _mooncake_view(cfg, kv):
+    """The config the Mooncake store connector sees: the config itself, or a MultiConnector
+    child's (MultiConnector builds each child from kv_connector_extra_config['connectors'])."""
+    if kv.kv_connector == conventions.MOONCAKE_STORE:
+        return cfg, kv
+    if kv.kv_connector != "MultiConnector":
+        return None, None
+    from vllm.config import KVTransferConfig
+
+    children = kv.kv_connector_extra_config.get("connectors")
+    assert children is not None
+    for c in children:
+        child = KVTransferConfig(**c)
+        if child.kv_connector == conventions.MOONCAKE_STORE:
+            return _ConfigView(cfg, child), child
+    return None, None
+
+
+class _ConfigView:
+    def __init__(self, cfg, kv):
+        self._cfg, self.kv_transfer_config = cfg, kv
+
+    def __getattr__(self, name):
+        return getattr(self._cfg, name)
+
+
+def _lookup_path(view):
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake.store import worker as mw
+
+    return mw.get_zmq_rpc_path_lookup(view)
+
+
+def _index_of(path):
+    m = re.search(r"_dp_rank(-?\d+)$", path)
+    return int(m.group(1)) if m else None
+
+
+def worker_connector(proc):
+    kv = _kv(proc)
+    if kv is None:
+        return
+    cfg = proc.config
+    proc.connector["engine_id"] = kv.engine_id
+    # ensure_kv_transfer_initialized: the engine_id sync over the (stood-in) TP/PP groups.
+    from vllm.distributed.kv_transfer import kv_transfer_state as kts
+
+    if hasattr(kts, "_sync_engine_id_across_tp"):
+        conventions.GROUPS.begin(proc)
+        kts._sync_engine_id_across_tp(cfg)
+        src = conventions.GROUPS.source
+        if src is not None:
+            proc.connector["engine_id_from_world_rank"] = src
+        kv.engine_id = proc.connector["engine_id"]
+    view, mkv = _mooncake_view(cfg, kv)
+    if view is None:
+        return
+    path = _lookup_path(view)
+    proc.connector["mooncake_dp_index"] = _index_of(path)
+    from vllm.distributed.kv_transfer.kv_connector.v1.mooncake import rdma_utils
+    from vllm.utils.network_utils import get_ip
+
+    proc.connector["segment_host"] = rdma_utils.get_requester_local_hostname(get_ip())
+    proc.connector["registers_segment"] = True
+    if cfg.parallel_config.rank == 0:
+        proc.connector["lookup_path"] = path
+        proc.connector["lookup_role"] = "server"
+
+
+def scheduler_connector(proc):
+    kv = _kv(proc)
+    if kv is None:
+        return
+    proc.connector["engine_id"] = kv.engine_id
+    view, mkv = _mooncake_view(proc.config, kv)
+    if view is None:
+        return
+    path = _lookup_path(view)
+    proc.connector["mooncake_dp_index"] = _index_of(path)
+    # MooncakeStoreScheduler: enable_lookup off builds the client but never looks up.
+    if mkv.kv_connector_extra_config.get("enable_lookup", True):
+        proc.connector["lookup_path"] = path
+        proc.connector["lookup_role"] = "client"
+
+
+# ---------------------------------------------------------------------------------------------
+# The command: parse and dispatch exactly as `vllm serve` / `python -m ...api_server` do.
+
+_ARGPARSE_ERR = io.StringIO()
+
+
+def run_command(node, cmd_index, launch, model):
+    """Top-level simulated process for one launch line (runs in its own fork)."""
+    global CURRENT
+    root = Proc("root", 0)
+    root.host, root.cmd = node["host"], cmd_index
+    CURRENT = root
+    role = "api-server"
+    if launch["entrypoint"] == "serve" and "--headless" in launch["args"]:
+        role = "headless"
+    conventions.enter_node(node, cmd_index, launch, model)
+
+    def body():
+        _dispatch(launch, model)
+
+    rec = run_child(role, 0, body)
+    return rec
+
+
+def _dispatch(launch, model):
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    if launch["entrypoint"] == "api_server":
+        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+        from vllm.entrypoints.openai import api_server
+
+        parser = FlexibleArgumentParser(prog="api_server.py",
+                                        description="vLLM OpenAI-Compatible RESTful API server.")
+        parser = make_arg_parser(parser)
+        args = _parse(parser, launch["args"])
+        validate_parsed_serve_args(args)
+        import uvloop
+
+        uvloop.run(api_server.run_server(args))
+        return
+    import vllm.entrypoints.cli.serve as serve
+
+    parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+    subparsers = parser.add_subparsers(required=False, dest="subparser")
+    cmd = serve.ServeSubcommand()
+    cmd.subparser_init(subparsers).set_defaults(dispatch_function=cmd.cmd)
+    args = _parse(parser, ["serve"] + launch["args"])
+    cmd.validate(args)
+    # ServeSubcommand.cmd picks the launch path; the role was guessed from --headless.
+    _retag(args)
+    args.dispatch_function(args)
+
+
+def _retag(args):
+    """The top process's role follows the path ServeSubcommand.cmd takes."""
+    if getattr(args, "data_parallel_multi_port_external_lb", False):
+        CURRENT.role = "dp-supervisor"
+        CURRENT.id = f"{CURRENT.host}/{CURRENT.cmd}/dp-supervisor-0"
+
+
+def _parse(parser, argv):
+    _ARGPARSE_ERR.seek(0)
+    _ARGPARSE_ERR.truncate()
+    old = sys.stderr
+    sys.stderr = _ARGPARSE_ERR
+    try:
+        return parser.parse_args(argv)
+    finally:
+        sys.stderr = old
+
+
+# ---------------------------------------------------------------------------------------------
+# Patches: where vLLM's code meets a stand-in. Applied once, after vLLM is imported.
+
+
+def patch_vllm(model):
+    import vllm.engine.arg_utils as au
+    au.maybe_override_with_speculators = lambda model, tokenizer, revision=None, trust_remote_code=False, vllm_speculative_config=None, **kw: (model, tokenizer, vllm_speculative_config)
+    au.EngineArgs.create_model_config = lambda self: conventions.ModelConfigStandIn(self, model)
+
+    # Cut right after ParallelConfig(...): the next step builds the speculative config.
+    def speculative_then_stop(self, target_model_config=None, target_parallel_config=None, **kw):
+        raise _ConfigBuilt(target_parallel_config)
+
+    au.EngineArgs.create_speculative_config = speculative_then_stop
+    real_create = au.EngineArgs.create_engine_config
+
+    def create_engine_config(self, usage_context=None, headless=False):
+        try:
+            real_create(self, usage_context=usage_context, headless=headless)
+        except _ConfigBuilt as built:
+            cfg = conventions.VllmConfigStandIn(built.pc, self, model)
+            if CURRENT is not None:
+                CURRENT.config = cfg
+            pc = built.pc
+            if "ray" in (pc.data_parallel_backend, pc.distributed_executor_backend):
+                raise Unsupported("Ray (--data-parallel-backend ray or --distributed-executor-backend ray) "
+                                  "is not run by the vllm planner: plan it with --planner model")
+            if pc.distributed_executor_backend == "external_launcher":
+                raise Unsupported("--distributed-executor-backend external_launcher runs under torchrun, "
+                                  "which the vllm planner does not run")
+            return cfg
+        raise RuntimeError("create_engine_config returned without building a ParallelConfig")
+
+    au.EngineArgs.create_engine_config = create_engine_config
+
+    # Network and processes.
+    ctx = _MPContext()
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("vllm") and mod is not None and hasattr(mod, "get_mp_context"):
+            setattr(mod, "get_mp_context", lambda: ctx)
+    import vllm.entrypoints.openai.api_server as api
+    import vllm.entrypoints.cli.serve as serve
+
+    api.setup_server = lambda args, reuse_port=False: ("http://0.0.0.0:%d" % args.port, StandIn())
+    serve.setup_server = api.setup_server
+    serve.setup_multiprocess_prometheus = lambda: None
+
+    class _APIServers:
+        def __init__(self, *a, **k):
+            self.processes = []
+            self.num_servers = k.get("num_servers", 1)
+
+        def gather_actual_addresses(self):
+            return [], []
+
+        def shutdown(self, *a, **k):
+            pass
+
+    serve.APIServerProcessManager = _APIServers
+
+    # The multi-port DP supervisor starts one external-LB API server per local rank with
+    # multiprocessing's spawn context, then monitors them over HTTP (the cut).
+    import types
+
+    import vllm.entrypoints.openai.dp_supervisor as sup
+
+    sup.multiprocessing = types.SimpleNamespace(get_context=lambda method=None: ctx)
+    real_start_children = sup.DPSupervisor._start_children
+
+    def start_children(self):
+        real_start_children(self)
+        raise Stop()
+
+    sup.DPSupervisor._start_children = start_children
+    sup.os = _OSStandIn(sup.os)
+
+    def wait_for_completion_or_failure(*a, **k):
+        raise Stop()
+
+    serve.wait_for_completion_or_failure = wait_for_completion_or_failure
+
+    from vllm.v1.engine import utils as eu
+    from vllm.v1.engine import core as ec
+
+    class _CoordinatorProc:
+        pid, exitcode, name = 0, None, "DPCoordinator"
+        sentinel = _Sentinel()
+
+    class _Coordinator:
+        def __init__(self, *a, **k):
+            self.proc = _CoordinatorProc()
+
+        def get_engine_socket_addresses(self):
+            return "ipc:///coordinator-in", "ipc:///coordinator-out"
+
+        def get_stats_publish_address(self):
+            return "ipc:///coordinator-stats"
+
+        def shutdown(self, *a, **k):
+            pass
+
+    eu.DPCoordinator = _Coordinator
+
+    def monitor(self):
+        raise Stop()
+
+    eu.CoreEngineProcManager.monitor_engine_liveness = monitor
+    eu.CoreEngineProcManager.shutdown = lambda self, *a, **k: None
+    eu.CoreEngineProcManager.finished_procs = lambda self: {}
+
+    real_wait = eu.wait_for_engine_startup
+
+    def wait_for_engine_startup(handshake_socket, core_engines, parallel_config, *a, **k):
+        CURRENT.handshake = {
+            "address": handshake_socket.bound,
+            "engines": [[int.from_bytes(e.identity, "little"), bool(e.local)] for e in core_engines],
+            # wait_for_engine_startup's remote_should_be_headless, as vLLM computes it there.
+            "remote_headless": not parallel_config.data_parallel_hybrid_lb and not parallel_config.data_parallel_external_lb,
+        }
+        conventions.feed_front_end(handshake_socket, CURRENT)
+        try:
+            real_wait(handshake_socket, core_engines, parallel_config, *a, **k)
+        except Stop:
+            pass
+        except RuntimeError as e:
+            # The refusal of a HELLO (or a READY) is decided at the barrier from both sides'
+            # plans (vllm/plan.go HandshakeExpect.Refuse); vLLM's own verdict is kept for
+            # conformance, and the front end waits here as far as its plan goes.
+            CURRENT.extra["handshake_refusal"] = crash_text(e)
+        raise Stop()
+
+    eu.wait_for_engine_startup = wait_for_engine_startup
+
+    # The front end's AsyncLLM: only the engine core client it builds matters.
+    import vllm.v1.engine.async_llm as al
+    from vllm.v1.engine.core_client import EngineCoreClient
+
+    def async_llm_init(self, vllm_config, executor_class, log_stats, usage_context=None,
+                       mm_registry=None, log_requests=True, start_engine_loop=True,
+                       stat_loggers=None, aggregate_engine_logging=False, client_addresses=None,
+                       client_count=1, client_index=0):
+        self.vllm_config = vllm_config
+        EngineCoreClient.make_async_mp_client(
+            vllm_config=vllm_config, executor_class=executor_class, log_stats=log_stats,
+            client_addresses=client_addresses, client_count=client_count, client_index=client_index)
+        raise Stop()
+
+    al.AsyncLLM.__init__ = async_llm_init
+    al.AsyncLLM.shutdown = lambda self, *a, **k: None
+    al.AsyncLLM.__del__ = lambda self: None
+
+    # Engine core: DP group recorded, executor up to its workers.
+    import vllm.distributed.utils as du
+
+    def stateless_pg(host, port, rank, world_size, backend=None, return_store=False, **kw):
+        CURRENT.rendezvous.append({"kind": "dp", "address": f"{host}:{port}", "world_size": world_size, "rank": rank})
+        return (StandIn(), StandIn()) if return_store else StandIn()
+
+    du.stateless_init_torch_distributed_process_group = stateless_pg
+
+    from vllm.v1.executor import multiproc_executor as mpx
+
+    mpx.MessageQueue = conventions.MessageQueueStandIn
+
+    def wait_for_ready(handles):
+        raise Stop()
+
+    mpx.WorkerProc.wait_for_ready = staticmethod(wait_for_ready)
+
+    # worker_main logs and swallows a worker's exception (the executor learns of it from the
+    # ready pipe): the probe records it as the worker's crash.
+    real_worker_init = mpx.WorkerProc.__init__
+
+    def worker_init(self, *args, **kwargs):
+        try:
+            real_worker_init(self, *args, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            _fail(CURRENT, e)
+            if _DEBUG_STOP:
+                CURRENT.extra["traceback"] = traceback.format_exc(limit=-6)
+            raise Stop() from e
+
+    mpx.WorkerProc.__init__ = worker_init
+    mpx.MultiprocExecutor.start_worker_monitor = lambda self, inline=False: None
+    mpx.MultiprocExecutor.shutdown = lambda self: None
+    # The executor's clean-up after its cut waits for (stood-in) workers to exit: nothing to wait for.
+    mpx.MultiprocExecutor._ensure_worker_termination = staticmethod(lambda *a, **k: None)
+
+    from vllm.v1.executor import uniproc_executor as upx
+
+    real_uni = upx.UniProcExecutor._init_executor
+
+    def uni_init(self):
+        rec = run_child("worker", 0, lambda: real_uni(self), {"vllm_config": self.vllm_config})
+        CURRENT.children.append(rec)
+        raise Stop()
+
+    upx.UniProcExecutor._init_executor = uni_init
+
+    # Worker: stop at the torch rendezvous.
+    class _TorchHooks:
+        def init_process_group(self, backend=None, init_method=None, world_size=-1, rank=-1, store=None):
+            if store is not None and isinstance(store, torch_standin.FileStore):
+                address = "file://" + store.path
+            else:
+                address = init_method
+            CURRENT.rendezvous.append({"kind": "workers", "address": address, "world_size": world_size, "rank": rank})
+            raise Stop()
+
+    torch_standin.HOOKS = _TorchHooks()
+    zmq_standin.HOOKS = conventions.ZMQHooks(lambda: CURRENT)
+
+    # Engine core: the scheduler connector is built after the executor; the engine's cut is
+    # inside the executor, so run_engine_core's own exception path must not swallow Stop.
+    ec.EngineCoreProc._send_engine_dead = lambda self: None
+    ec.EngineCore.shutdown = lambda self: None
+
+    # Free ports vLLM draws (conventions.open_port); the DP port list is the handshake's.
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("vllm") and mod is not None and hasattr(mod, "get_open_port"):
+            setattr(mod, "get_open_port", conventions.open_port)
+    import vllm.config.parallel as cp
+
+    cp.get_open_ports_list = lambda count=5: [0] * count
+
+    real_ctx = eu.zmq_socket_ctx
+
+    def zmq_socket_ctx(path, socket_type, bind=False, **kw):
+        if bind:
+            CURRENT.extra["handshake_bind"] = path
+        return real_ctx(path, socket_type, bind=bind, **kw)
+
+    eu.zmq_socket_ctx = zmq_socket_ctx
+
+    import vllm.distributed.parallel_state as ps
+
+    ps.get_tp_group = lambda: conventions._Group("tp")
+    ps.get_pp_group = lambda: conventions._Group("pp")
+
+    # The uuid4 engine_id a KVTransferConfig draws (conventions.engine_uuid).
+    import vllm.config.kv_transfer as kvt
+
+    kvt.uuid = conventions.UUIDStandIn(kvt.uuid)
+
+    # get_ip's fallback probes a route with a UDP socket; the simulated host answers its name.
+    import vllm.utils.network_utils as nu
+
+    nu.socket = conventions.SocketModuleStandIn(socket)
