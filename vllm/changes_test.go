@@ -58,7 +58,8 @@ func TestRayEngineIDSuffix(t *testing.T) {
 
 // TestNNodesWithinDP encodes PR #53743's first half (vllm/config/parallel.py nnodes_within_dp):
 // external LB with more DP ranks than nodes floors nnodes_within_dp to 0, and the executor's
-// local_world_size divides by it; clamped, the engines start.
+// world_size % nnodes_within_dp (vllm/v1/executor/multiproc_executor.py _get_parallel_sizes)
+// raises at the modulo; clamped, the engines start.
 func TestNNodesWithinDP(t *testing.T) {
 	nodes := func() []Node {
 		var out []Node
@@ -75,7 +76,7 @@ func TestNNodesWithinDP(t *testing.T) {
 	t.Run("floor", func(t *testing.T) {
 		procs := predict(t, true, "main+nnodes_within_dp=floor", nodes...)
 		ec := get(t, procs, "h1/1/engine-core-3")
-		if ec.Exit == nil || ec.Exit.Error != "ZeroDivisionError: integer division or modulo by zero" {
+		if ec.Exit == nil || ec.Exit.Error != "ZeroDivisionError: integer modulo by zero" {
 			t.Errorf("engine core: %s", exitText(ec))
 		}
 		api := get(t, procs, "h1/1/api-server-0")

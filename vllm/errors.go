@@ -54,8 +54,13 @@ func validationError(model, format string, args ...any) *PyError {
 	}
 }
 
-// zeroDivision is Python's message for `x % 0` and `x // 0` on ints.
+// zeroDivision is Python's message for `x // 0` on ints.
 var zeroDivision = &PyError{Type: "ZeroDivisionError", Msg: "integer division or modulo by zero"}
+
+// zeroModulo is Python's message for `x % 0` on ints since 3.11 (3.10, the oldest Python vLLM
+// supports, still says zeroDivision's text for both); the model speaks the Python of current
+// deployments and of the probe's conformance runs.
+var zeroModulo = &PyError{Type: "ZeroDivisionError", Msg: "integer modulo by zero"}
 
 // bareAssertion is a bare `assert cond` failing (the legacy Mooncake DP index helper).
 var bareAssertion = &PyError{Type: "AssertionError"}

@@ -19,6 +19,18 @@ import (
 // it as a worker child all the same so the lookup server and client stay separate records. Ray's
 // executor places world_size workers; with nnodes == 1 that is the same layout.
 func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID string) error {
+	// _get_parallel_sizes asserts world_size % nnodes_within_dp == 0 before it reads
+	// local_world_size, so an unclamped nnodes_within_dp of 0 (vLLM#53743) raises at the modulo.
+	n, err := pc.NNodesWithinDP()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return zeroModulo
+	}
+	if pc.WorldSize%n != 0 {
+		return assertionError("global world_size (%d) must be divisible by nnodes_within_dp (%d). ", pc.WorldSize, n)
+	}
 	lws, err := pc.LocalWorldSize()
 	if err != nil {
 		return err

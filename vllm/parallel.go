@@ -106,7 +106,7 @@ func (pc *ParallelConfig) NodeRankWithinDP() (int, error) {
 		return 0, err
 	}
 	if n == 0 {
-		return 0, zeroDivision
+		return 0, zeroModulo
 	}
 	return pc.NodeRank % n, nil
 }

@@ -331,7 +331,7 @@ func TestExplainBugDetails(t *testing.T) {
 		{"vllm20399-headless-internal-lb-buggy.yaml", "vllm/entrypoints/cli/serve.py run_headless (PR #19790)", report.ProcessCrashed,
 			[]string{"vllm-inference-pytorchjob-final-worker-0/0/headless-0", "ValueError: data_parallel_rank is not applicable in headless mode"}},
 		{"vllm53743-external-lb-shared-nodes-buggy.yaml", "vllm/config/parallel.py nnodes_within_dp before PR #53743", report.ProcessCrashed,
-			[]string{"node1/1/engine-core-2", "ZeroDivisionError: integer division or modulo by zero"}},
+			[]string{"node1/1/engine-core-2", "ZeroDivisionError: integer modulo by zero"}},
 		{"vllm53743-explicit-rank-overwritten-buggy.yaml", "vllm/engine/arg_utils.py create_engine_config before PR #53743", report.DPIndexDuplicate,
 			[]string{"4 replicas of one deployment have global DP index 4", "[node1/3/engine-core-4]"}},
 		{"vllm46628-dp-supervisor-pd-buggy.yaml", "vllm/v1/engine/core.py run_engine_core before PR #46628", report.EngineIDCollision,

@@ -69,31 +69,10 @@ func snapshotProfile(tb testing.TB) vllm.Profile {
 	return prof
 }
 
-// knownDrift lists the disagreements between the model and the snapshot that are reported to the
-// model's maintainers and not yet fixed, each with the vLLM source that decides it. A
-// disagreement outside this list fails the test: the model or the probe has drifted.
-var knownDrift = []struct {
-	field, vllm, model, source string
-}{
-	{
-		// vllm/config/parallel.py node_rank_within_dp: `self.node_rank % self.nnodes_within_dp`;
-		// CPython >= 3.11 words a `%` by zero "integer modulo by zero".
-		field: "crash", vllm: "engine-init: ZeroDivisionError: integer modulo by zero",
-		model:  "engine-init: ZeroDivisionError: integer division or modulo by zero",
-		source: "vllm/config/parallel.py node_rank_within_dp",
-	},
-}
-
 func unexpected(ds []conform.Disagreement) []string {
 	var out []string
 	for _, d := range ds {
-		known := false
-		for _, k := range knownDrift {
-			known = known || d.Field == k.field && d.VLLM == k.vllm && d.Model == k.model
-		}
-		if !known {
-			out = append(out, fmt.Sprintf("%s %s %s: vllm %q, model %q", d.Scenario, d.Process, d.Field, d.VLLM, d.Model))
-		}
+		out = append(out, fmt.Sprintf("%s %s %s: vllm %q, model %q", d.Scenario, d.Process, d.Field, d.VLLM, d.Model))
 	}
 	return out
 }
