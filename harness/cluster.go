@@ -117,7 +117,7 @@ func (c *Cluster) timing(phase string, since time.Time) {
 }
 
 func (c *Cluster) progressf(format string, args ...any) {
-	fmt.Fprintf(c.cfg.progress, "widetp: "+format+"\n", args...)
+	progressLine(c.cfg.progress, format, args...)
 }
 
 // eventSlice is how long one long poll of the store's event log waits when nothing happens. After

@@ -38,7 +38,7 @@ func NewRuntime(ctx context.Context, name string, opts ...Option) (Runtime, erro
 			return NewDocker(ctx, opts...)
 		}
 		why := strings.SplitN(err.Error(), "\n", 2)[0]
-		fmt.Fprintf(cfg.progress, "widetp: %s; using the local runtime (--runtime docker to insist)\n", why)
+		progressLine(cfg.progress, "%s; using the local runtime (--runtime docker to insist)", why)
 		return NewLocal(ctx, opts...)
 	default:
 		return nil, fmt.Errorf("runtime %q: want docker or local", name)

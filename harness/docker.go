@@ -795,7 +795,7 @@ func (d *Docker) Close(ctx context.Context) error {
 }
 
 func (d *Docker) progressf(format string, args ...any) {
-	fmt.Fprintf(d.cfg.progress, "widetp: "+format+"\n", args...)
+	progressLine(d.cfg.progress, format, args...)
 }
 
 // quietLogger drops testcontainers' own log lines: they are per container and API call; the

@@ -246,7 +246,7 @@ func goBuild(ctx context.Context, root, pkg, out string, cgo bool) error {
 
 func newImageBuilder(api client.APIClient, cfg config, work string, labels map[string]string) *imageBuilder {
 	return &imageBuilder{api: api, root: cfg.moduleRoot, work: work, labels: labels, images: map[string]*imageOnce{},
-		onBuild: func(img Image) { fmt.Fprintf(cfg.progress, "widetp: built image %s\n", img.Ref) }}
+		onBuild: func(img Image) { progressLine(cfg.progress, "built image %s", img.Ref) }}
 }
 
 // BuildImages builds the images of programs (or finds them by content hash) without starting a

@@ -574,5 +574,5 @@ func (l *Local) Close(ctx context.Context) error {
 }
 
 func (l *Local) progressf(format string, args ...any) {
-	fmt.Fprintf(l.cfg.progress, "widetp: "+format+"\n", args...)
+	progressLine(l.cfg.progress, format, args...)
 }

@@ -17,8 +17,8 @@ import (
 // travels with it.
 type Document struct {
 	Report report.Report
-	// Extra are the top-level fields of the report JSON this renderer has no place for (a planner
-	// name, a vLLM version), shown in the header as they are, so that a newer report loses nothing
+	// Extra are the top-level fields of the report JSON this renderer has no place for (a field a
+	// newer widetp added), shown in the header as they are, so that a newer report loses nothing
 	// in an older renderer.
 	Extra []Field
 	// Steps is the report's timeline (its "steps": faults and what followed each), shown as a table
@@ -53,7 +53,7 @@ func FromReport(rep report.Report) *Document {
 // field is shown in the header (Document.Extra).
 var knownTopLevel = map[string]bool{
 	"scenario": true, "profile": true, "runtime": true, "verdict": true, "expected": true,
-	"violations": true, "processes": true, "timings": true, "steps": true,
+	"violations": true, "processes": true, "timings": true, "steps": true, "planner": true,
 }
 
 // Read reads a report from path: a report.json file, or a run's artifacts directory (its

@@ -104,6 +104,7 @@ type page struct {
 	Observed   string
 	AsExpected bool
 	Extra      []Field
+	Planner    string
 	Summary    string
 	Findings   []finding
 
@@ -199,6 +200,7 @@ func newPage(doc *Document, c config) (*page, error) {
 		Rep:       rep,
 		Predicted: rep.Runtime == "none",
 		Extra:     doc.Extra,
+		Planner:   plannerText(rep.Planner),
 		CSS:       template.CSS(pageCSS),
 		JS:        template.JS(pageJS),
 		ProcCount: len(rep.Processes),
@@ -685,4 +687,26 @@ func WriteDir(dir string, rep report.Report) error {
 		doc.Artifacts = arts
 	}
 	return WriteFile(filepath.Join(dir, ArtifactHTML), doc)
+}
+
+// plannerText says who planned the processes (report.Planner): "the Go model", or vLLM's launch
+// code with its version, commit and where it was imported from. Empty for an older report
+// without the field.
+func plannerText(pl *report.Planner) string {
+	if pl == nil {
+		return ""
+	}
+	if pl.Name == "model" {
+		return "the Go model (model)"
+	}
+	s := pl.Name
+	if pl.Name == "vllm" {
+		s = "vLLM's own launch code (vllm)"
+	}
+	for _, part := range []struct{ label, v string }{{"version", pl.Version}, {"commit", pl.Commit}, {"from", pl.Path}} {
+		if part.v != "" {
+			s += ", " + part.label + " " + part.v
+		}
+	}
+	return s
 }

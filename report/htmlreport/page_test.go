@@ -155,18 +155,18 @@ func TestPageLoadsNothing(t *testing.T) {
 	}
 }
 
-// Decode keeps what report.Report does not know: the extra header fields (a planner, a vLLM
-// version), the timeline, each record's unknown fields; and refuses what is no report.
+// Decode keeps what report.Report does not know: the extra header fields (here a made-up
+// "vllm_abi"), the timeline, each record's unknown fields; and refuses what is no report.
 func TestDecode(t *testing.T) {
 	in := `{"scenario":"s","profile":"main","runtime":"local","verdict":"pass","expected":[],"violations":[],
 		"processes":[{"id":"h/0/api-server-0","host":"h","role":"api-server","addresses":[{"bind":"tcp://h:8000"}]}],
-		"timings":{"total":1.5},"planner":"vllm","vllm_version":"0.11.1",
+		"timings":{"total":1.5},"planner":{"name":"vllm","version":"0.11.1","commit":"455edc0","path":"/src/vllm"},"vllm_abi":"cu129",
 		"steps":[{"at":0.5,"action":"kill","target":"h"},{"action":"restart","target":"h","violations":["process-crashed"]}]}`
 	doc, err := Decode([]byte(in))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []Field{{"planner", "vllm"}, {"vllm_version", "0.11.1"}}; !slices.Equal(doc.Extra, want) {
+	if want := []Field{{"vllm_abi", "cu129"}}; !slices.Equal(doc.Extra, want) {
 		t.Errorf("extra %v, want %v", doc.Extra, want)
 	}
 	if len(doc.Steps) != 2 || !slices.Equal(doc.Steps[0].Fields, []Field{{"at", "0.5"}, {"action", "kill"}, {"target", "h"}}) ||
@@ -177,7 +177,8 @@ func TestDecode(t *testing.T) {
 		t.Errorf("records %s: the unknown field is lost", doc.Records)
 	}
 	out := render(t, doc)
-	for _, want := range []string{`id="timeline"`, "<th>action</th>", "restart", "vllm_version", "0.11.1"} {
+	for _, want := range []string{`id="timeline"`, "<th>action</th>", "restart", "vllm_abi", "cu129",
+		"<dt>planner</dt><dd>vLLM&#39;s own launch code (vllm), version 0.11.1, commit 455edc0, from /src/vllm</dd>"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("page lacks %q", want)
 		}
@@ -193,6 +194,7 @@ func TestDecode(t *testing.T) {
 		"no scenario":  `{"processes":[]}`,
 		"bad steps":    `{"scenario":"s","processes":[],"steps":[1]}`,
 		"bad process":  `{"scenario":"s","processes":[{"pid":"x"}]}`,
+		"bad planner":  `{"scenario":"s","processes":[],"planner":"vllm"}`,
 	} {
 		if _, err := Decode([]byte(bad)); err == nil {
 			t.Errorf("%s: decoded %s", name, bad)
