@@ -2,7 +2,7 @@ package check
 
 import "github.com/widetp/widetp/report"
 
-// connectorUsers decides, for every record, whether its process may have built its KV connector —
+// ConnectorUsers decides, for every record, whether its process may have built its KV connector —
 // the only point at which its engine_id and Mooncake DP index are used (a lookup path, a transfer,
 // the engine_id broadcast of PRs #39907/#44528). A process that died before that point never used
 // them, so the identity checks must not hold them against it: its failure is process-crashed's or
@@ -24,7 +24,10 @@ import "github.com/widetp/widetp/report"
 //
 // Records that say nothing against it (no rendezvous recorded, say) count as built, so that a
 // missing detail never hides a mismatch the remaining records show.
-func connectorUsers(procs []report.Process) map[string]bool {
+//
+// It is exported for the matchers of harness/matchers, so that a matcher and the check of one
+// invariant judge the same processes.
+func ConnectorUsers(procs []report.Process) map[string]bool {
 	byID := make(map[string]*report.Process, len(procs))
 	workersOf := map[string][]*report.Process{}
 	for i := range procs {

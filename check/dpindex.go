@@ -14,11 +14,11 @@ import (
 // ends (mooncake_store_worker.py, get_zmq_rpc_path_lookup), so one replica's processes must agree;
 // before vLLM#48061 the helper returned data_parallel_rank_local under external/hybrid LB, which
 // is 0 on every head. Processes without an index (no connector, or crashed computing it), and
-// those that died before they built their connector (connectorUsers), have nothing to compare;
+// those that died before they built their connector (ConnectorUsers), have nothing to compare;
 // their crash is process-crashed's.
 func dpIndexMismatch(procs []report.Process) []report.Violation {
 	var out []report.Violation
-	used := connectorUsers(procs)
+	used := ConnectorUsers(procs)
 	for _, r := range replicas(procs) {
 		if !r.ok {
 			out = append(out, disagreeing(r, used)...)

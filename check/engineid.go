@@ -11,9 +11,9 @@ import (
 // vLLM#46628 run_engine_core suffixed engine_id with _dp{local_dp_rank} (vllm/v1/engine/core.py),
 // so every DP=1 child of a supervisor was _dp0 and decode pulled KV from the wrong prefill rank.
 // An engine without a replica is a replica of its own; an engine that never built its connector
-// (connectorUsers) never used its engine_id.
+// (ConnectorUsers) never used its engine_id.
 func engineIDCollision(procs []report.Process) []report.Violation {
-	used := connectorUsers(procs)
+	used := ConnectorUsers(procs)
 	holders := map[string][]*report.Process{}
 	for i := range procs {
 		p := &procs[i]
@@ -56,11 +56,11 @@ func engineIDCollision(procs []report.Process) []report.Violation {
 // server parses a config with an engine_id too, but never builds a connector, so its value is
 // never used for a transfer (the model leaves it out of their records, report.Process.EngineID;
 // the filter keeps a record that carries one anyway from deciding). A process that died before it
-// built its connector (connectorUsers: in the torch rendezvous, say) never took part in the
+// built its connector (ConnectorUsers: in the torch rendezvous, say) never took part in the
 // engine_id broadcast, so its own draw is no mismatch.
 func engineIDMismatch(procs []report.Process) []report.Violation {
 	var out []report.Violation
-	used := connectorUsers(procs)
+	used := ConnectorUsers(procs)
 	for _, r := range replicas(procs) {
 		byID := map[string][]string{}
 		for _, p := range r.members {

@@ -98,11 +98,11 @@ func lookupMisrouted(procs []report.Process) []report.Violation {
 // lookupUnreachable reports lookups that got no answer within their bound. A live lookup client
 // that reported no result at all is counted too: it either never got an answer or never asked,
 // and either way its scheduler cannot reach the workers' cache. A client that crashed before
-// looking up is process-crashed's, and one that never built its connector (connectorUsers: a live
+// looking up is process-crashed's, and one that never built its connector (ConnectorUsers: a live
 // engine whose workers never started) never had a lookup to make.
 func lookupUnreachable(procs []report.Process) []report.Violation {
 	var out []report.Violation
-	used := connectorUsers(procs)
+	used := ConnectorUsers(procs)
 	for i := range procs {
 		c := &procs[i]
 		var why string

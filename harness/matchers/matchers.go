@@ -100,12 +100,15 @@ func inconsistentDPIndex(procs []report.Process) []finding {
 	for _, p := range procs {
 		byID[p.ID] = p
 	}
+	// A process that died before it built its KV connector never used its index (as the
+	// dp-index-mismatch check judges it: check.ConnectorUsers).
+	used := check.ConnectorUsers(procs)
 	var out []finding
 	for _, r := range check.Replicas(procs) {
 		if r.IndexKnown {
 			for _, id := range r.Members {
 				p := byID[id]
-				if p.MooncakeDPIndex != nil && *p.MooncakeDPIndex != r.Index {
+				if p.MooncakeDPIndex != nil && *p.MooncakeDPIndex != r.Index && used[id] {
 					out = append(out, finding{p.Host, p.ID, fmt.Sprintf("Mooncake DP index %d, but replica %s (engine %s) has global DP index %d",
 						*p.MooncakeDPIndex, r.Name, orDash(r.Engine), r.Index)})
 				}
@@ -114,7 +117,7 @@ func inconsistentDPIndex(procs []report.Process) []finding {
 		}
 		seen := map[int][]string{}
 		for _, id := range r.Members {
-			if p := byID[id]; p.MooncakeDPIndex != nil {
+			if p := byID[id]; p.MooncakeDPIndex != nil && used[id] {
 				seen[*p.MooncakeDPIndex] = append(seen[*p.MooncakeDPIndex], id)
 			}
 		}

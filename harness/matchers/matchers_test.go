@@ -33,6 +33,22 @@ func replica1(mooncake int) []report.Process {
 	return []report.Process{ec, w}
 }
 
+// diedInRendezvous is replica1 under the old index whose worker failed the replica's torch
+// rendezvous; completedRendezvous is the same worker after the barrier completed.
+func diedInRendezvous() []report.Process {
+	procs := replica1(0)
+	procs[0].Lookup, procs[1].Served = nil, nil
+	procs[1].Exit = &report.Exit{Code: 1, Error: "RuntimeError: rendezvous timed out"}
+	procs[1].Rendezvous = []report.Rendezvous{{Kind: "workers", Address: "r1-head:29500", Error: "timed out", Missing: []string{"r1-follower/0/headless-0/worker-8"}}}
+	return procs
+}
+
+func completedRendezvous() []report.Process {
+	procs := replica1(0)
+	procs[1].Rendezvous = []report.Rendezvous{{Kind: "workers", Address: "r1-head:29500"}}
+	return procs
+}
+
 func TestMatchersNameHostProcessAndValues(t *testing.T) {
 	g := gomega.NewWithT(t)
 	rows := []struct {
@@ -51,6 +67,11 @@ func TestMatchersNameHostProcessAndValues(t *testing.T) {
 		{"two binders of one path on one host", append(replica1(0), report.Process{ID: "r1-head/1/engine-core-2/worker-0", Host: "r1-head", Role: report.RoleWorker,
 			Replica: "r0-head:29500/dp2", LookupRole: report.LookupServer, LookupPath: "ipc:///tmp/lookup_rpc_port_0_host_r1-head_dp_rank0", BindSeq: 2}), matchers.HaveUniqueLookupSockets(), false, []string{"host r1-head, r1-head/0/engine-core-1/worker-0: bound ipc:///tmp/lookup_rpc_port_0_host_r1-head_dp_rank0 (bind 1", "r1-head/1/engine-core-2/worker-0 (bind 2"}},
 		{"one binder a path", replica1(1), matchers.HaveUniqueLookupSockets(), true, nil},
+		// A worker that failed its torch rendezvous never built its connector
+		// (vllm/v1/worker/gpu_worker.py init_worker_distributed_environment comes before
+		// ensure_kv_transfer_initialized), so its index was never used: the crash is the finding.
+		{"index of a worker that died in its rendezvous", diedInRendezvous(), matchers.HaveConsistentDPIndex(), true, nil},
+		{"the same worker after its rendezvous", completedRendezvous(), matchers.HaveConsistentDPIndex(), false, []string{"worker-0: Mooncake DP index 0"}},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {
