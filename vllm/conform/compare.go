@@ -27,7 +27,7 @@ type Disagreement struct {
 	VLLM  string `json:"vllm"`
 	Model string `json:"model"`
 	// Area groups fields for the summary: process, identity, crash, rendezvous, connector,
-	// lifecycle.
+	// lifecycle, address.
 	Area string `json:"area"`
 }
 
@@ -143,14 +143,15 @@ func hello(h *vllm.EngineHello) string {
 	if h == nil {
 		return ""
 	}
-	return fmt.Sprintf("index=%d local=%t headless=%t", h.Index, h.Local, h.Headless)
+	// The config hash is each planner's own digest: CompareHandshakes checks what it decides.
+	return fmt.Sprintf("index=%d local=%t headless=%t hashed=%t", h.Index, h.Local, h.Headless, h.ConfigHash != "")
 }
 
 func expect(x *vllm.HandshakeExpect) string {
 	if x == nil {
 		return ""
 	}
-	return fmt.Sprintf("first=%d count=%d local=%d remote_headless=%t", x.First, x.Count, x.LocalCount, x.RemoteHeadless)
+	return fmt.Sprintf("first=%d count=%d local=%d remote_headless=%t coordinated=%t", x.First, x.Count, x.LocalCount, x.RemoteHeadless, x.ConfigHash != "")
 }
 
 func crashText(c *vllm.Crash) string {

@@ -39,6 +39,11 @@
 // the barrier decides (HandshakeExpect.Refuse); vLLM's own verdict comes back beside the plans
 // (PlanWithVerdicts) so that conformance checks the two agree.
 //
+// Addresses (the plan contract's AddressPlan) are recorded where vLLM's code computes them; the
+// channels are AddressChannels. The READY an engine sends carries vLLM's own
+// ParallelConfig.compute_hash() (EngineHello.ConfigHash), and a coordinating front end's
+// expectation its own (HandshakeExpect.ConfigHash).
+//
 // Debugging a plan: WIDETP_PROBE_DEBUG=1 in widetp's environment keeps the Python traceback of
 // every crash in the probe's plan JSON (crash.traceback); vLLM's own log lines go to the probe's
 // stderr, whose last lines an error from the probe quotes.

@@ -176,6 +176,8 @@ def _plan(rec, slots, fes):
             rv["expect"] = {"first": idx[0], "count": len(idx),
                             "local_count": sum(1 for e in hs["engines"] if e[1]),
                             "remote_headless": bool(hs["remote_headless"])}
+            if hs.get("config_hash"):
+                rv["expect"]["config_hash"] = hs["config_hash"]
         rvs.append(rv)
     elif role == "api-server" and ident and not crash:
         slots.reserve()
@@ -189,9 +191,14 @@ def _plan(rec, slots, fes):
             rank, world = 1 + engines.index(h["index"]), len(engines) + 1
         else:
             rank, world = 1 + h["index"], extra.get("launcher_dp_size", 1) + 1
+        hello = {"index": h["index"], "local": h["local"], "headless": h["headless"]}
+        # The hash the engine's READY to that front end carries (what wait_for_engine_startup checks).
+        for r in rec.get("hello") or []:
+            if r["status"] == "READY" and r["address"] == h["address"] and r.get("parallel_config_hash"):
+                hello["config_hash"] = r["parallel_config_hash"]
+                break
         rvs.append({"kind": "dp", "address": slots.address(rec["host"], h["address"]),
-                    "world_size": world, "rank": rank,
-                    "hello": {"index": h["index"], "local": h["local"], "headless": h["headless"]}})
+                    "world_size": world, "rank": rank, "hello": hello})
     world_rank = None
     for rv in rec.get("rendezvous") or []:
         addr = slots.address(rec["host"], rv["address"])

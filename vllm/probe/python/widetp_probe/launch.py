@@ -784,6 +784,9 @@ def patch_vllm(model):
             # wait_for_engine_startup's remote_should_be_headless, as vLLM computes it there.
             "remote_headless": not parallel_config.data_parallel_hybrid_lb and not parallel_config.data_parallel_external_lb,
         }
+        # coordinated_dp (its fourth argument): every READY must carry this front end's own hash.
+        if a and a[0]:
+            CURRENT.handshake["config_hash"] = parallel_config.compute_hash()
         conventions.feed_front_end(handshake_socket, CURRENT)
         try:
             real_wait(handshake_socket, core_engines, parallel_config, *a, **k)
