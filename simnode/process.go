@@ -411,8 +411,9 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	}
 	if p.readyRefusal != "" {
 		// The front end refuses an engine's READY (vllm.HandshakeExpect.RefuseReady) once its
-		// engines are up; when one of them failed instead, its failure path ends this process.
-		if !p.waitChildrenUp(ctx) {
+		// engines are up, their workers included; when one of them failed instead, its failure
+		// path ends this process.
+		if !p.waitDescendantsUp(ctx) {
 			<-ctx.Done()
 			return nil
 		}
