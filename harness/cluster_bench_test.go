@@ -77,7 +77,7 @@ func BenchmarkPR48061Docker(b *testing.B) {
 	if err := harness.Ping(ctx, 5*time.Second); err != nil {
 		b.Skip("no reachable Docker engine: ", err)
 	}
-	imgs, err := harness.BuildImages(ctx, []harness.Program{harness.SimNode, harness.FakeStore})
+	imgs, err := harness.BuildImages(ctx, []harness.Program{harness.Widetp})
 	if err != nil {
 		b.Fatal(err)
 	}

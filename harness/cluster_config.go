@@ -153,10 +153,10 @@ const (
 	storeAdminPort    = 9003
 )
 
-// storeReady is the line cmd/fakestore prints once every listener is up.
+// storeReady is the line `widetp store` prints once every listener is up (fakestore.ReadyLine).
 var storeReady = regexp.MustCompile(`^fakestore: flavor=`)
 
-// nodeReady is the line simnode prints once it started every command (simnode.ReadyLine).
+// nodeReady is the line `widetp node` prints once it started every command (simnode.ReadyLine).
 var nodeReady = regexp.MustCompile(`^simnode: node `)
 
 // storeSpec is the fake store of s. Each listener binds the host's own address,
@@ -167,8 +167,9 @@ func storeSpec(s *scenarios.Scenario) NodeSpec {
 	addr := func(port int) string { return "$(" + EnvListenIP + "):" + strconv.Itoa(port) }
 	return NodeSpec{
 		Host:    StoreHost,
-		Program: FakeStore,
+		Program: Widetp,
 		Args: []string{
+			"store",
 			"-flavor=" + s.Store.Flavor,
 			"-metadata-addr=" + addr(storeMetadataPort),
 			"-master-addr=" + addr(storeMasterPort),
@@ -252,7 +253,7 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 	}
 	return NodeSpec{
 		Host:    n.Host,
-		Program: SimNode,
+		Program: Widetp,
 		Args:    []string{"node"},
 		Env:     map[string]string{nodeEnvConfig: string(b)},
 		Ready:   nodeReady,

@@ -38,7 +38,6 @@ type Docker struct {
 	api      client.APIClient
 	network  *testcontainers.DockerNetwork
 	images   *imageBuilder
-	work     string
 
 	mu     sync.Mutex
 	nodes  map[string]*dockerNode
@@ -109,12 +108,7 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 			d.progressf("swept %d container(s) and %d network(s) left by dead runs", s.Containers, s.Networks)
 		}
 	}
-	d.work, err = os.MkdirTemp("", "widetp-"+cfg.runID+"-")
-	if err != nil {
-		provider.Close()
-		return nil, fmt.Errorf("make the run's scratch directory: %w", err)
-	}
-	d.images = newImageBuilder(d.api, cfg, d.work, d.labels())
+	d.images = newImageBuilder(d.api, cfg, d.labels())
 	nw, err := provider.CreateNetwork(ctx, testcontainers.NetworkRequest{
 		Name:   "widetp-" + cfg.runID,
 		Driver: "bridge",
@@ -668,8 +662,8 @@ func lastLines(s string, n int) []string {
 	return lines
 }
 
-// IPCDir implements Runtime: it runs the ipcls helper inside the container, since a scratch image
-// has no ls and the engine's archive API does not see into a tmpfs.
+// IPCDir implements Runtime: it runs `widetp ipcls` inside the container (every image carries the
+// widetp binary), since a scratch image has no ls and the engine's archive API does not see into a tmpfs.
 func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
 	defer cancel()
@@ -677,7 +671,7 @@ func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error
 	if err != nil {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of %w", err)
 	}
-	code, out, err := n.ctr.Exec(ctx, []string{ipclsPath, ipcRoot})
+	code, out, err := n.ctr.Exec(ctx, []string{widetpPath, "ipcls", ipcRoot})
 	if err != nil {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %w", host, err)
 	}
@@ -686,7 +680,7 @@ func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: read output: %w", host, err)
 	}
 	if code != 0 {
-		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %s exited %d: %s", host, ipclsPath, code, strings.TrimSpace(stderr.String()))
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %s ipcls exited %d: %s", host, widetpPath, code, strings.TrimSpace(stderr.String()))
 	}
 	l, err := ipcdir.Parse(stdout.Bytes())
 	if err != nil {
@@ -734,7 +728,7 @@ func (d *Docker) Hosts() []string {
 }
 
 // Close implements Runtime: containers go first (at once: a forced remove kills; a graceful end
-// is the caller's Stop), then the network, then the scratch directory.
+// is the caller's Stop), then the network.
 //
 // Close runs even when ctx is already done (a teardown after an interrupt or a spec timeout must
 // still remove the run), bounded by the op timeout instead.
@@ -777,13 +771,6 @@ func (d *Docker) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", d.network.Name, err))
 		} else {
 			d.network = nil
-		}
-	}
-	if d.work != "" {
-		if err := os.RemoveAll(d.work); err != nil {
-			errs = append(errs, fmt.Errorf("remove scratch directory: %w", err))
-		} else {
-			d.work = ""
 		}
 	}
 	// Only idle connections close: the provider stays usable for a retry of Close.

@@ -83,7 +83,7 @@ const (
 
 // NewLocal prepares a local run: it sweeps the run directories of dead harness processes (unless
 // WithoutSweep), makes this run's directory, and reserves the run's block of loopback addresses.
-// Programs are built on first use. It returns a *Local.
+// It returns a *Local.
 func NewLocal(ctx context.Context, opts ...Option) (Runtime, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -252,11 +252,11 @@ func (l *Local) StartNodes(ctx context.Context, specs ...NodeSpec) error {
 		if _, ok := bins[h.spec.Program.Name]; ok {
 			continue
 		}
-		bin, err := l.binary(ctx, h.spec.Program)
+		path, err := programPath(h.spec.Program, l.cfg.binary)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &ImageBuildError{Image: h.spec.Program.Name, Step: "binary", Err: err})
 		}
-		bins[h.spec.Program.Name] = bin
+		bins[h.spec.Program.Name] = localBinary{Name: h.spec.Program.Name, Path: path}
 	}
 	if len(errs) > 0 {
 		l.release(hosts)
@@ -269,13 +269,11 @@ func (l *Local) StartNodes(ctx context.Context, specs ...NodeSpec) error {
 	return runConcurrently(plan)
 }
 
-// binary builds p once per process (see binaryCache), bounded by the build timeout.
-func (l *Local) binary(ctx context.Context, p Program) (localBinary, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.buildTimeout)
-	defer cancel()
-	return localBinaries.get(ctx, l.cfg.moduleRoot, p, func(b localBinary) {
-		l.progressf("built %s (%s)", b.Name, b.Path)
-	})
+// localBinary is a program as the local runtime runs it: the binary itself, executed in place
+// (the widetp binary for `widetp node` and `widetp store`). Nothing is copied or built.
+type localBinary struct {
+	Name string
+	Path string
 }
 
 // reserve validates specs and claims their names and addresses, so that two concurrent starts

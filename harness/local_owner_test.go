@@ -60,11 +60,10 @@ func runLocalOwner(mode string) int {
 	if err != nil {
 		return fail(err)
 	}
-	df, err := os.ReadFile("testdata/hostprobe.Dockerfile")
+	p, err := hostprobeProgram()
 	if err != nil {
 		return fail(err)
 	}
-	p := harness.Program{Name: "hostprobe", Package: "./harness/testdata/hostprobe", Cgo: true, Dockerfile: df}
 	if _, err := rt.StartStore(ctx, fakeStore()); err != nil {
 		return fail(err)
 	}

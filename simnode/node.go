@@ -209,7 +209,7 @@ const storeRetry = 100 * time.Millisecond
 // waitStore checks that the store's master and admin planes answer, retrying for the store
 // timeout: a store that is down at start is a clear failure, never a hang.
 func waitStore(ctx context.Context, store *client.Client, cfg *Config) error {
-	bound := time.Duration(cfg.Timeouts.Store)
+	bound := time.Duration(cfg.Timeouts.StoreStart)
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	attempts := 0

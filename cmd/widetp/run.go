@@ -184,7 +184,7 @@ func (r *runner) progressf(format string, args ...any) {
 
 func (r *runner) run(ctx context.Context, runtime string) int {
 	start := time.Now()
-	rt, err := harness.NewRuntime(ctx, runtime, harness.WithProgress(r.stderr))
+	rt, err := harness.NewRuntime(ctx, runtime, harness.WithProgress(r.stderr), harness.WithBinary(self()))
 	if err != nil {
 		fmt.Fprintf(r.stderr, "widetp run: %v\n", err)
 		return exitInfra
