@@ -30,7 +30,11 @@ test: build
 e2e: build
 	$(GINKGO) -r --keep-going --junit-report=junit.xml --output-dir=artifacts $(E2E_FLAGS) ./e2e
 
+# Time to verdict against the runtime's floor, 2 to 64 nodes, both runtimes (docs/bench: the
+# README's table and plot), then the packages' Go benchmarks.
+BENCH_FLAGS ?= --reps 3
 bench: build
+	bin/widetp bench --scenario scenarios/vllm48061-external-lb-wide-tp-buggy.yaml --out docs/bench $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT)
 
 images: build

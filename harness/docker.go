@@ -143,24 +143,26 @@ func (d *Docker) Image(ctx context.Context, p Program) (Image, error) {
 	return d.images.image(ctx, p)
 }
 
-// StartStore implements Runtime.
+// StartStore starts the store host alone (harness.StartStore).
 func (d *Docker) StartStore(ctx context.Context, spec NodeSpec) (Store, error) {
-	if err := d.StartNodes(ctx, spec); err != nil {
-		return Store{}, fmt.Errorf("start store: %w", err)
-	}
-	n, err := d.node(spec.Host)
+	return StartStore(ctx, d, spec)
+}
+
+// Endpoints implements Runtime: the loopback ports the engine published the host's Ports on.
+func (d *Docker) Endpoints(ctx context.Context, host string) (map[int]string, error) {
+	n, err := d.node(host)
 	if err != nil {
-		return Store{}, err
+		return nil, fmt.Errorf("endpoints of %w", err)
 	}
 	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
 	if err != nil {
-		return Store{}, fmt.Errorf("start store %s: inspect: %w", spec.Host, err)
+		return nil, fmt.Errorf("endpoints of host %s: inspect: %w", host, err)
 	}
-	addrs, err := publishedAddrs(ins.Container.NetworkSettings.Ports, spec.Ports)
+	addrs, err := publishedAddrs(ins.Container.NetworkSettings.Ports, n.spec.Ports)
 	if err != nil {
-		return Store{}, fmt.Errorf("start store %s: %w", spec.Host, err)
+		return nil, fmt.Errorf("endpoints of host %s: %w", host, err)
 	}
-	return Store{Host: spec.Host, Addrs: addrs}, nil
+	return addrs, nil
 }
 
 // publishedAddrs maps each wanted container port to the loopback address the engine published it on.
@@ -255,7 +257,7 @@ func (d *Docker) reserve(specs []NodeSpec) error {
 		if err := s.validate(); err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := nodeArgs(s.Args, containerEnv(s)); err != nil {
+		if _, err := nodeArgs(s.Args, containerEnv(s, d.cfg.runID)); err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", s.Host, err))
 		}
 		if seen[s.Host] {
@@ -301,9 +303,10 @@ func (d *Docker) release(specs []NodeSpec) {
 }
 
 // containerEnv is the program's environment: the runtime's facts, then the spec's.
-func containerEnv(s NodeSpec) map[string]string {
+func containerEnv(s NodeSpec, runID string) map[string]string {
 	env := map[string]string{
 		EnvHost: s.Host,
+		EnvRun:  runID,
 		// Inside its own network namespace a node binds every interface; peers reach it by name.
 		EnvListenIP: "0.0.0.0",
 		// No EnvIPCRoot: it prefixes ipc paths, and in a container ipc:///tmp/... is already the
@@ -320,7 +323,7 @@ func (d *Docker) startNode(ctx context.Context, s NodeSpec, img Image) error {
 	defer cancel()
 	labels := d.labels()
 	labels[LabelHost] = s.Host
-	env := containerEnv(s)
+	env := containerEnv(s, d.cfg.runID)
 	args, err := nodeArgs(s.Args, env)
 	if err != nil {
 		return fmt.Errorf("start node %s: %w", s.Host, err)

@@ -197,35 +197,37 @@ func (l *Local) Address(host string) (netip.Addr, error) {
 	return h.addr, nil
 }
 
-// storeDialTimeout bounds the check that the store listens where Store.Addrs says: a listening
-// port on loopback answers in microseconds.
+// storeDialTimeout bounds the check that a host listens where Endpoints says: a listening port on
+// loopback answers in microseconds.
 const storeDialTimeout = 5 * time.Second
 
-// StartStore implements Runtime. The store's Ports are the ports it listens on at its own address
-// (its args say where, with $(WIDETP_LISTEN_IP)); Addrs are those addresses, and each is dialed
-// once, so that a store listening elsewhere fails here, by name, rather than later in every node.
+// StartStore starts the store host alone (harness.StartStore).
 func (l *Local) StartStore(ctx context.Context, spec NodeSpec) (Store, error) {
-	if err := l.StartNodes(ctx, spec); err != nil {
-		return Store{}, fmt.Errorf("start store: %w", err)
-	}
-	addr, err := l.Address(spec.Host)
+	return StartStore(ctx, l, spec)
+}
+
+// Endpoints implements Runtime. A host's Ports are the ports it listens on at its own address (its
+// args say where, with $(WIDETP_LISTEN_IP)); each is dialed once, so that a program listening
+// elsewhere fails here, by name, rather than later in every client.
+func (l *Local) Endpoints(ctx context.Context, host string) (map[int]string, error) {
+	h, err := l.host(host)
 	if err != nil {
-		return Store{}, fmt.Errorf("start store: %w", err)
+		return nil, fmt.Errorf("endpoints of %w", err)
 	}
 	addrs := map[int]string{}
-	for _, p := range spec.Ports {
-		a := net.JoinHostPort(addr.String(), strconv.Itoa(p))
+	for _, p := range h.spec.Ports {
+		a := net.JoinHostPort(h.addr.String(), strconv.Itoa(p))
 		dctx, cancel := context.WithTimeout(ctx, storeDialTimeout)
 		var d net.Dialer
 		c, err := d.DialContext(dctx, "tcp", a)
 		cancel()
 		if err != nil {
-			return Store{}, fmt.Errorf("start store %s: port %d: nothing listens at %s (pass $(%s):%d to the program as its listen address): %w", spec.Host, p, a, EnvListenIP, p, err)
+			return nil, fmt.Errorf("host %s: port %d: nothing listens at %s (pass $(%s):%d to the program as its listen address): %w", host, p, a, EnvListenIP, p, err)
 		}
 		c.Close()
 		addrs[p] = a
 	}
-	return Store{Host: spec.Host, Addrs: addrs}, nil
+	return addrs, nil
 }
 
 // StartNodes implements Runtime: plan every node (validate, claim its name and address, build

@@ -120,7 +120,7 @@ func runtimeConformance(r runtimeUnderTest) bool {
 
 		It("names every host, gives it a private /tmp, resolves hosts by name, and lets the harness reach the store", func(ctx SpecContext) {
 			rt := newRun(ctx)
-			store, err := rt.StartStore(ctx, fakeStore())
+			store, err := harness.StartStore(ctx, rt, fakeStore())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(store.Host).To(Equal("store"))
 			Expect(store.Addrs).To(HaveLen(3))

@@ -64,7 +64,7 @@ func runLocalOwner(mode string) int {
 	if err != nil {
 		return fail(err)
 	}
-	if _, err := rt.StartStore(ctx, fakeStore()); err != nil {
+	if _, err := harness.StartStore(ctx, rt, fakeStore()); err != nil {
 		return fail(err)
 	}
 	// Children in process groups of their own, dying with their parent, as simnode's are, and an

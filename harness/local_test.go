@@ -243,7 +243,7 @@ var _ = Describe("the local runtime", Label("local"), func() {
 	It("refuses a store that does not listen at its own address", func(ctx SpecContext) {
 		l := newLocal(ctx)
 		_, err := l.StartStore(ctx, harness.NodeSpec{Host: "store", Program: hostprobe(), Ready: readyLine, Ports: []int{7000}})
-		Expect(err).To(MatchError(MatchRegexp(`start store store: port 7000: nothing listens at 127\.\d+\.\d+\.1:7000 \(pass \$\(WIDETP_LISTEN_IP\):7000`)))
+		Expect(err).To(MatchError(MatchRegexp(`start store: host store: port 7000: nothing listens at 127\.\d+\.\d+\.1:7000 \(pass \$\(WIDETP_LISTEN_IP\):7000`)))
 	}, SpecTimeout(2*time.Minute))
 
 	It("stops every process of a paused host, in every process group, and continues them all", func(ctx SpecContext) {

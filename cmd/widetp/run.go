@@ -267,7 +267,7 @@ func (r *runner) print(rep report.Report, got []report.Kind, match bool) error {
 // timings renders the phases in the order they happen.
 func timings(t map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"start_store", "start_nodes", "settle", "collect", "check", "teardown", "total"} {
+	for _, k := range []string{"start", "settle", "collect", "check", "teardown", "total"} {
 		if v, ok := t[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.2fs", k, v))
 		}
