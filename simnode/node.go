@@ -280,7 +280,7 @@ func planNode(cfg *Config, environ []string) (*vllm.NodePlan, error) {
 	return nil, fmt.Errorf("the deployment's plan has no node %q", cfg.Host)
 }
 
-// DefaultGPUs is a node's GPU count when its config gives none (design.md: gpus_per_node 8).
+// DefaultGPUs is a node's GPU count when its config gives none (the README's scenario default, gpus_per_node 8).
 const DefaultGPUs = 8
 
 // parseProfile reads the config's profile: a name ("pre-48061") or a vllm.Profile object; none is

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Exit codes (design.md, "Command line").
+// Exit codes (README, "widetp explain" and "widetp run").
 const (
 	exitMatch    = 0 // the observed or predicted violations equal the scenario's expect
 	exitDiffer   = 1 // they differ
