@@ -75,19 +75,24 @@ type suiteSetup struct {
 var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	bin, err := testbin.Widetp()
 	Expect(err).NotTo(HaveOccurred(), "a widetp binary for the hosts")
-	rts := []string{harness.RuntimeLocal}
-	if err := harness.Ping(ctx, engineProbe); err != nil {
-		why := strings.SplitN(err.Error(), "\n", 2)[0]
-		AddReportEntry("runtimes", "no Docker engine answered ("+why+"): every scenario runs on the local runtime only")
-		fmt.Fprintf(os.Stderr, "e2e: no Docker engine answered (%s): every scenario runs on the local runtime only\n", why)
-	} else {
-		rts = []string{harness.RuntimeDocker, harness.RuntimeLocal}
-		// Built once here, not by every parallel process at its first spec.
-		_, err := harness.BuildImages(ctx, []harness.Program{harness.Widetp})
-		Expect(err).NotTo(HaveOccurred(), "build the image")
-		AddReportEntry("runtimes", "a Docker engine answered: every scenario runs on Docker and on the local runtime, with parity specs")
-		fmt.Fprintln(os.Stderr, "e2e: a Docker engine answered: every scenario runs on docker and local, with parity specs")
+	// Every registered runtime this machine can run; Docker's image is built once here, not by
+	// every parallel process at its first spec.
+	var rts []string
+	for _, k := range harness.Runtimes() {
+		if err := k.Available(ctx); err != nil {
+			why := strings.SplitN(err.Error(), "\n", 2)[0]
+			AddReportEntry("runtimes", "no "+k.Name+" runtime ("+why+"): its specs skip")
+			fmt.Fprintf(os.Stderr, "e2e: no %s runtime (%s): its specs skip\n", k.Name, why)
+			continue
+		}
+		rts = append(rts, k.Name)
+		if k.Name == harness.RuntimeDocker {
+			_, err := harness.BuildImages(ctx, []harness.Program{harness.Widetp})
+			Expect(err).NotTo(HaveOccurred(), "build the image")
+		}
 	}
+	AddReportEntry("runtimes", "every scenario runs on "+strings.Join(rts, " and ")+(map[bool]string{true: ", with parity specs"}[len(rts) > 1]))
+	fmt.Fprintf(os.Stderr, "e2e: every scenario runs on %s\n", strings.Join(rts, " and "))
 	b, err := json.Marshal(suiteSetup{Runtimes: rts, Binary: bin})
 	Expect(err).NotTo(HaveOccurred())
 	return b

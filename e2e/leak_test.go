@@ -36,7 +36,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 		Expect(widetp).NotTo(BeEmpty())
 	})
 
-	for _, rt := range []string{harness.RuntimeDocker, harness.RuntimeLocal} {
+	for _, rt := range harness.RuntimeNames() {
 		It("sweeps, at the next run, what a `widetp run` SIGKILLed half-way left on "+rt, Label(rt), func(ctx SpecContext) {
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")

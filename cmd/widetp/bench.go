@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -48,8 +49,8 @@ func runBench(args []string, stdout, stderr io.Writer) int {
 	cfg := bench.Config{Scenario: *scenario, Reps: *reps, Progress: stderr,
 		Options: []harness.Option{harness.WithBinary(self())}}
 	for _, r := range strings.Split(*runtimes, ",") {
-		if r != harness.RuntimeDocker && r != harness.RuntimeLocal {
-			fmt.Fprintf(stderr, "widetp bench: --runtime %q: want docker or local\n", r)
+		if !slices.Contains(harness.RuntimeNames(), r) {
+			fmt.Fprintf(stderr, "widetp bench: --runtime %q: want %s\n", r, strings.Join(harness.RuntimeNames(), " or "))
 			return exitBadInput
 		}
 		cfg.Runtimes = append(cfg.Runtimes, r)

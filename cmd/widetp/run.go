@@ -70,8 +70,8 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitBadInput
 	}
-	if *runtime != harness.RuntimeDocker && *runtime != harness.RuntimeLocal && *runtime != harness.RuntimeAuto {
-		fmt.Fprintf(stderr, "widetp run: --runtime %q: want docker or local\n", *runtime)
+	if *runtime != harness.RuntimeAuto && !slices.Contains(harness.RuntimeNames(), *runtime) {
+		fmt.Fprintf(stderr, "widetp run: --runtime %q: want %s\n", *runtime, strings.Join(harness.RuntimeNames(), " or "))
 		return exitBadInput
 	}
 	var opts []scenarios.Option
