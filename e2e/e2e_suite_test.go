@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/internal/testbin"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 )
@@ -60,30 +61,51 @@ var suiteRuntimes []string
 // engineProbe bounds the check for a Docker engine: a local engine answers in milliseconds.
 const engineProbe = 5 * time.Second
 
-// imageBuild bounds building the two images ahead of the specs (a cold cgo build of simnode on
-// two cores takes about a minute).
+// imageBuild bounds building widetp (when $WIDETP_BIN names none: a cold cgo build on two cores
+// takes about a minute) and its image ahead of the specs.
 const imageBuild = 10 * time.Minute
 
+// suiteSetup is what the first parallel process decides for all of them.
+type suiteSetup struct {
+	Runtimes []string
+	// Binary is the widetp binary every run starts on its hosts ($WIDETP_BIN, or built once).
+	Binary string
+}
+
 var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
-	rts := []string{harness.RuntimeLocal}
-	if err := harness.Ping(ctx, engineProbe); err != nil {
-		why := strings.SplitN(err.Error(), "\n", 2)[0]
-		AddReportEntry("runtimes", "no Docker engine answered ("+why+"): every scenario runs on the local runtime only")
-		fmt.Fprintf(os.Stderr, "e2e: no Docker engine answered (%s): every scenario runs on the local runtime only\n", why)
-	} else {
-		rts = []string{harness.RuntimeDocker, harness.RuntimeLocal}
-		// Built once here, not by every parallel process at its first spec.
-		_, err := harness.BuildImages(ctx, []harness.Program{harness.SimNode, harness.FakeStore}, harness.WithModuleRoot(moduleRoot))
-		Expect(err).NotTo(HaveOccurred(), "build the images")
-		AddReportEntry("runtimes", "a Docker engine answered: every scenario runs on Docker and on the local runtime, with parity specs")
-		fmt.Fprintln(os.Stderr, "e2e: a Docker engine answered: every scenario runs on docker and local, with parity specs")
+	bin, err := testbin.Widetp()
+	Expect(err).NotTo(HaveOccurred(), "a widetp binary for the hosts")
+	// Every registered runtime this machine can run; Docker's image is built once here, not by
+	// every parallel process at its first spec.
+	var rts []string
+	for _, k := range harness.Runtimes() {
+		if err := k.Available(ctx); err != nil {
+			why := strings.SplitN(err.Error(), "\n", 2)[0]
+			AddReportEntry("runtimes", "no "+k.Name+" runtime ("+why+"): its specs skip")
+			fmt.Fprintf(os.Stderr, "e2e: no %s runtime (%s): its specs skip\n", k.Name, why)
+			continue
+		}
+		rts = append(rts, k.Name)
+		if k.Name == harness.RuntimeDocker {
+			_, err := harness.BuildImages(ctx, []harness.Program{harness.Widetp})
+			Expect(err).NotTo(HaveOccurred(), "build the image")
+		}
 	}
-	b, err := json.Marshal(rts)
+	AddReportEntry("runtimes", "every scenario runs on "+strings.Join(rts, " and ")+(map[bool]string{true: ", with parity specs"}[len(rts) > 1]))
+	fmt.Fprintf(os.Stderr, "e2e: every scenario runs on %s\n", strings.Join(rts, " and "))
+	b, err := json.Marshal(suiteSetup{Runtimes: rts, Binary: bin})
 	Expect(err).NotTo(HaveOccurred())
 	return b
 }, func(b []byte) {
-	Expect(json.Unmarshal(b, &suiteRuntimes)).To(Succeed())
+	var setup suiteSetup
+	Expect(json.Unmarshal(b, &setup)).To(Succeed())
+	suiteRuntimes = setup.Runtimes
+	Expect(os.Setenv(harness.EnvBinary, setup.Binary)).To(Succeed())
 }, NodeTimeout(imageBuild+engineProbe))
+
+// The first process built the binary (unless $WIDETP_BIN named one); it removes it once every
+// process is done.
+var _ = SynchronizedAfterSuite(func() {}, func() { testbin.Cleanup() })
 
 func hasRuntime(name string) bool {
 	for _, r := range suiteRuntimes {
@@ -117,7 +139,7 @@ type run struct {
 // inspect, ipc listings, and the report again, linking them) go to that directory first.
 func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
 	GinkgoHelper()
-	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithModuleRoot(moduleRoot), harness.WithProgress(GinkgoWriter))
+	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
 	Expect(err).NotTo(HaveOccurred(), "open the %s runtime", rt)
 	c, err := harness.StartCluster(ctx, s, runtime, harness.WithClusterProgress(GinkgoWriter))
 	if c == nil {

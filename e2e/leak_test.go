@@ -30,15 +30,13 @@ import (
 var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, Label("leak"), func() {
 	var widetp string
 
-	BeforeAll(func(ctx SpecContext) {
-		widetp = filepath.Join(GinkgoT().TempDir(), "widetp")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", widetp, "./cmd/widetp")
-		cmd.Dir = moduleRoot
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "build widetp: %s", out)
-	}, NodeTimeout(5*time.Minute))
+	BeforeAll(func() {
+		// The suite's widetp binary (the hosts run it too).
+		widetp = os.Getenv(harness.EnvBinary)
+		Expect(widetp).NotTo(BeEmpty())
+	})
 
-	for _, rt := range []string{harness.RuntimeDocker, harness.RuntimeLocal} {
+	for _, rt := range harness.RuntimeNames() {
 		It("sweeps, at the next run, what a `widetp run` SIGKILLed half-way left on "+rt, Label(rt), func(ctx SpecContext) {
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
@@ -48,7 +46,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
 			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
 
-			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithModuleRoot(moduleRoot), harness.WithProgress(GinkgoWriter))
+			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(next.Close(ctx)).To(Succeed())
 			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
@@ -71,7 +69,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 		}, SpecTimeout(4*time.Minute))
 	}
 
-	It("finds nothing labelled io.widetp.run and no simnode or fakestore process of this suite's runs", func(ctx SpecContext) {
+	It("finds nothing labelled io.widetp.run and no widetp node or store process of this suite's runs", func(ctx SpecContext) {
 		Expect(suiteLeftovers(ctx)).To(BeEmpty())
 	}, SpecTimeout(time.Minute))
 })
@@ -195,7 +193,8 @@ func engine() *client.Client {
 	return cli
 }
 
-// simProcess is a simnode or fakestore process of this machine.
+// simProcess is a host program of a run on this machine: `widetp node` (with its simulated
+// processes, `widetp node process`) or `widetp store`.
 type simProcess struct {
 	pid     int
 	name    string
@@ -206,7 +205,8 @@ func (p simProcess) String() string {
 	return fmt.Sprintf("process %d (%s, ipc root %q)", p.pid, p.name, p.ipcRoot)
 }
 
-// simulatedProcesses scans /proc for simnode and fakestore processes (a container's show up too).
+// simulatedProcesses scans /proc for widetp node and store processes (a container's show up too),
+// by their command line: the binary is widetp's (a test build in a temp directory included).
 func simulatedProcesses() []simProcess {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -218,14 +218,15 @@ func simulatedProcesses() []simProcess {
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			continue
 		}
-		name := strings.TrimSpace(string(comm))
-		if name != "simnode" && name != "fakestore" {
+		argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(argv) < 2 || filepath.Base(argv[0]) != "widetp" || (argv[1] != "node" && argv[1] != "store") {
 			continue
 		}
+		name := "widetp " + argv[1]
 		p := simProcess{pid: pid, name: name}
 		if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil {
 			for _, kv := range strings.Split(string(env), "\x00") {
@@ -263,7 +264,7 @@ func parentOf(pid int) (int, error) {
 }
 
 // suiteLeftovers lists every container or network labelled io.widetp.run whose owner is this
-// suite or is gone, and every simnode or fakestore process of a local run directory whose owner is
+// suite or is gone, and every widetp node or store process of a local run directory whose owner is
 // this suite or gone (or whose directory is gone). Runs of other live harness processes — another
 // terminal on a shared machine — are someone else's. Images stay: they are a cache by content.
 func suiteLeftovers(ctx context.Context) []string {

@@ -38,6 +38,9 @@ type NodeTimeouts struct {
 	Lookup time.Duration
 	// Store bounds each request to the store.
 	Store time.Duration
+	// StoreStart bounds a node's wait for the store at its start (the store starts in the same
+	// round as the nodes); zero means Store.
+	StoreStart time.Duration
 }
 
 // Bounds derived from a scenario. A simulated deployment starts every member of every rendezvous
@@ -57,6 +60,10 @@ const (
 	lookupTimeout = 2 * time.Second
 	// storeTimeout is simnode's default: Mooncake's metadata client bound plus a few retries.
 	storeTimeout = 5 * time.Second
+	// storeStartTimeout bounds a node's wait for the store, which starts in the same round: the
+	// store is up within a second of its container, but a round of 65 containers on 2 shared
+	// cores can start it well after the first node.
+	storeStartTimeout = 60 * time.Second
 	// startupBase and startupPerGPU bound the start-up itself before the waits: images or binaries
 	// are built by then, so this is process starts on 2 cores, generously.
 	startupBase   = 30 * time.Second
@@ -76,6 +83,7 @@ func clusterDefaults(s *scenarios.Scenario) clusterConfig {
 		Rendezvous: rendezvousBase + time.Duration(gpus)*rendezvousPerGPU,
 		Lookup:     lookupTimeout,
 		Store:      storeTimeout,
+		StoreStart: storeStartTimeout,
 	}
 	return clusterConfig{progress: io.Discard, timeouts: t, settle: settleBound(t, gpus), teardown: clusterTeardown}
 }
@@ -153,10 +161,10 @@ const (
 	storeAdminPort    = 9003
 )
 
-// storeReady is the line cmd/fakestore prints once every listener is up.
+// storeReady is the line `widetp store` prints once every listener is up (fakestore.ReadyLine).
 var storeReady = regexp.MustCompile(`^fakestore: flavor=`)
 
-// nodeReady is the line simnode prints once it started every command (simnode.ReadyLine).
+// nodeReady is the line `widetp node` prints once it started every command (simnode.ReadyLine).
 var nodeReady = regexp.MustCompile(`^simnode: node `)
 
 // storeSpec is the fake store of s. Each listener binds the host's own address,
@@ -167,8 +175,9 @@ func storeSpec(s *scenarios.Scenario) NodeSpec {
 	addr := func(port int) string { return "$(" + EnvListenIP + "):" + strconv.Itoa(port) }
 	return NodeSpec{
 		Host:    StoreHost,
-		Program: FakeStore,
+		Program: Widetp,
 		Args: []string{
+			"store",
 			"-flavor=" + s.Store.Flavor,
 			"-metadata-addr=" + addr(storeMetadataPort),
 			"-master-addr=" + addr(storeMasterPort),
@@ -220,6 +229,7 @@ type nodeTimeoutsJSON struct {
 	Rendezvous string `json:"rendezvous"`
 	Lookup     string `json:"lookup"`
 	Store      string `json:"store"`
+	StoreStart string `json:"store_start,omitempty"`
 }
 
 // nodeEnvConfig is where simnode reads its config (simnode.EnvConfig).
@@ -246,13 +256,16 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 	for _, m := range s.Nodes {
 		cfg.Deployment = append(cfg.Deployment, nodeDeployment{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
 	}
+	if t.StoreStart > 0 {
+		cfg.Timeouts.StoreStart = t.StoreStart.String()
+	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
 		return NodeSpec{}, fmt.Errorf("node %s: encode its config: %w", n.Host, err)
 	}
 	return NodeSpec{
 		Host:    n.Host,
-		Program: SimNode,
+		Program: Widetp,
 		Args:    []string{"node"},
 		Env:     map[string]string{nodeEnvConfig: string(b)},
 		Ready:   nodeReady,

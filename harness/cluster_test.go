@@ -78,7 +78,7 @@ var _ = Describe("a cluster on the local runtime", Label("local", "cluster"), fu
 		Expect(rep.Processes).To(HaveLen(8), "two API servers, two engine cores, two workers each")
 		Expect(rep.Processes[0].ID).To(Equal("node0/0/api-server-0"), "processes in plan order")
 		Expect(rep).To(matchers.HaveViolationKinds(report.DPIndexMismatch, report.LookupPathCollision, report.LookupMisrouted))
-		for _, phase := range []string{"start_store", "start_nodes", "settle", "collect", "check"} {
+		for _, phase := range []string{"start", "settle", "collect", "check"} {
 			Expect(rep.Timings).To(HaveKey(phase))
 		}
 		st, err := c.Store().NodeStatuses(ctx)

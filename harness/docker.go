@@ -38,7 +38,6 @@ type Docker struct {
 	api      client.APIClient
 	network  *testcontainers.DockerNetwork
 	images   *imageBuilder
-	work     string
 
 	mu     sync.Mutex
 	nodes  map[string]*dockerNode
@@ -109,12 +108,7 @@ func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) {
 			d.progressf("swept %d container(s) and %d network(s) left by dead runs", s.Containers, s.Networks)
 		}
 	}
-	d.work, err = os.MkdirTemp("", "widetp-"+cfg.runID+"-")
-	if err != nil {
-		provider.Close()
-		return nil, fmt.Errorf("make the run's scratch directory: %w", err)
-	}
-	d.images = newImageBuilder(d.api, cfg, d.work, d.labels())
+	d.images = newImageBuilder(d.api, cfg, d.labels())
 	nw, err := provider.CreateNetwork(ctx, testcontainers.NetworkRequest{
 		Name:   "widetp-" + cfg.runID,
 		Driver: "bridge",
@@ -149,24 +143,26 @@ func (d *Docker) Image(ctx context.Context, p Program) (Image, error) {
 	return d.images.image(ctx, p)
 }
 
-// StartStore implements Runtime.
+// StartStore starts the store host alone (harness.StartStore).
 func (d *Docker) StartStore(ctx context.Context, spec NodeSpec) (Store, error) {
-	if err := d.StartNodes(ctx, spec); err != nil {
-		return Store{}, fmt.Errorf("start store: %w", err)
-	}
-	n, err := d.node(spec.Host)
+	return StartStore(ctx, d, spec)
+}
+
+// Endpoints implements Runtime: the loopback ports the engine published the host's Ports on.
+func (d *Docker) Endpoints(ctx context.Context, host string) (map[int]string, error) {
+	n, err := d.node(host)
 	if err != nil {
-		return Store{}, err
+		return nil, fmt.Errorf("endpoints of %w", err)
 	}
 	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
 	if err != nil {
-		return Store{}, fmt.Errorf("start store %s: inspect: %w", spec.Host, err)
+		return nil, fmt.Errorf("endpoints of host %s: inspect: %w", host, err)
 	}
-	addrs, err := publishedAddrs(ins.Container.NetworkSettings.Ports, spec.Ports)
+	addrs, err := publishedAddrs(ins.Container.NetworkSettings.Ports, n.spec.Ports)
 	if err != nil {
-		return Store{}, fmt.Errorf("start store %s: %w", spec.Host, err)
+		return nil, fmt.Errorf("endpoints of host %s: %w", host, err)
 	}
-	return Store{Host: spec.Host, Addrs: addrs}, nil
+	return addrs, nil
 }
 
 // publishedAddrs maps each wanted container port to the loopback address the engine published it on.
@@ -261,7 +257,7 @@ func (d *Docker) reserve(specs []NodeSpec) error {
 		if err := s.validate(); err != nil {
 			errs = append(errs, err)
 		}
-		if _, err := nodeArgs(s.Args, containerEnv(s)); err != nil {
+		if _, err := nodeArgs(s.Args, containerEnv(s, d.cfg.runID)); err != nil {
 			errs = append(errs, fmt.Errorf("node %s: %w", s.Host, err))
 		}
 		if seen[s.Host] {
@@ -307,9 +303,10 @@ func (d *Docker) release(specs []NodeSpec) {
 }
 
 // containerEnv is the program's environment: the runtime's facts, then the spec's.
-func containerEnv(s NodeSpec) map[string]string {
+func containerEnv(s NodeSpec, runID string) map[string]string {
 	env := map[string]string{
 		EnvHost: s.Host,
+		EnvRun:  runID,
 		// Inside its own network namespace a node binds every interface; peers reach it by name.
 		EnvListenIP: "0.0.0.0",
 		// No EnvIPCRoot: it prefixes ipc paths, and in a container ipc:///tmp/... is already the
@@ -326,7 +323,7 @@ func (d *Docker) startNode(ctx context.Context, s NodeSpec, img Image) error {
 	defer cancel()
 	labels := d.labels()
 	labels[LabelHost] = s.Host
-	env := containerEnv(s)
+	env := containerEnv(s, d.cfg.runID)
 	args, err := nodeArgs(s.Args, env)
 	if err != nil {
 		return fmt.Errorf("start node %s: %w", s.Host, err)
@@ -668,8 +665,8 @@ func lastLines(s string, n int) []string {
 	return lines
 }
 
-// IPCDir implements Runtime: it runs the ipcls helper inside the container, since a scratch image
-// has no ls and the engine's archive API does not see into a tmpfs.
+// IPCDir implements Runtime: it runs `widetp ipcls` inside the container (every image carries the
+// widetp binary), since a scratch image has no ls and the engine's archive API does not see into a tmpfs.
 func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.opTimeout)
 	defer cancel()
@@ -677,7 +674,7 @@ func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error
 	if err != nil {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of %w", err)
 	}
-	code, out, err := n.ctr.Exec(ctx, []string{ipclsPath, ipcRoot})
+	code, out, err := n.ctr.Exec(ctx, []string{widetpPath, "ipcls", ipcRoot})
 	if err != nil {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %w", host, err)
 	}
@@ -686,7 +683,7 @@ func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: read output: %w", host, err)
 	}
 	if code != 0 {
-		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %s exited %d: %s", host, ipclsPath, code, strings.TrimSpace(stderr.String()))
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %s ipcls exited %d: %s", host, widetpPath, code, strings.TrimSpace(stderr.String()))
 	}
 	l, err := ipcdir.Parse(stdout.Bytes())
 	if err != nil {
@@ -734,7 +731,7 @@ func (d *Docker) Hosts() []string {
 }
 
 // Close implements Runtime: containers go first (at once: a forced remove kills; a graceful end
-// is the caller's Stop), then the network, then the scratch directory.
+// is the caller's Stop), then the network.
 //
 // Close runs even when ctx is already done (a teardown after an interrupt or a spec timeout must
 // still remove the run), bounded by the op timeout instead.
@@ -777,13 +774,6 @@ func (d *Docker) Close(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", d.network.Name, err))
 		} else {
 			d.network = nil
-		}
-	}
-	if d.work != "" {
-		if err := os.RemoveAll(d.work); err != nil {
-			errs = append(errs, fmt.Errorf("remove scratch directory: %w", err))
-		} else {
-			d.work = ""
 		}
 	}
 	// Only idle connections close: the provider stays usable for a retry of Close.

@@ -2,7 +2,6 @@ package harness
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -12,8 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -27,21 +25,21 @@ import (
 // Image is a program's image as built (or found) for a run.
 type Image struct {
 	Program Program
-	// Ref is "widetp-<name>:<hash prefix>".
+	// Ref is "widetp:<hash prefix>" (the widetp binary) or "widetp-<name>:<hash prefix>".
 	Ref string
-	// Hash is the sha256 of the build context (Dockerfile, binary, libraries, loader, helper).
+	// Hash is the sha256 of what the image holds (Dockerfile, binaries, libraries, loader).
 	Hash string
 	// Cached is true when an image with Ref already existed and no build ran.
 	Cached bool
 }
 
-// ImageBuildError is a failed image build (go build, ldd or the engine's build). It is an
-// infrastructure failure: the CLI maps it to exit 3.
+// ImageBuildError is a failed image build (ldd, reading the files, or the engine's build). It is
+// an infrastructure failure: the CLI maps it to exit 3.
 type ImageBuildError struct {
 	Image string
-	// Step is "go build", "ldd", "context" or "engine build".
+	// Step is "ldd", "context" or "engine build".
 	Step string
-	// Log is the failing step's output (the compiler's or the engine's build log).
+	// Log is the failing step's output (the engine's build log).
 	Log string
 	Err error
 }
@@ -60,192 +58,181 @@ func (e *ImageBuildError) Unwrap() error { return e.Err }
 // among the few images one machine ever builds, and keep `docker images` readable.
 const hashLen = 16
 
-// imageRef is the tag of a program's image with the given content hash.
-func imageRef(name, hash string) string { return "widetp-" + name + ":" + hash[:hashLen] }
-
-// assembleContext lays out a build context in dir: the Dockerfile, and rootfs/ holding the binary
-// at its image path, the ipcls helper, and every file of the linkage at its own absolute path
-// (the loader is opened by absolute path, and with no ld.so.cache the loader searches the default
-// multiarch directories ldd's paths come from). Symlinks are dereferenced: the image needs the
-// bytes under the name the binary asks for.
-func assembleContext(dir string, p Program, bin, helper string, l Linkage) error {
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), p.Dockerfile, 0o644); err != nil {
-		return err
+// imageRef is the tag of a program's image with the given content hash: widetp:<hash> for the
+// widetp binary, widetp-<name>:<hash> for another program.
+func imageRef(name, hash string) string {
+	if name == Widetp.Name {
+		return "widetp:" + hash[:hashLen]
 	}
-	rootfs := filepath.Join(dir, "rootfs")
-	copies := [][2]string{{bin, p.BinaryPath()}, {helper, ipclsPath}}
-	for _, f := range l.Files() {
-		copies = append(copies, [2]string{f, f})
-	}
-	for _, c := range copies {
-		if err := copyFile(c[0], filepath.Join(rootfs, filepath.FromSlash(c[1]))); err != nil {
-			return err
-		}
-	}
-	// The tmpfs the runtime mounts at /tmp needs no mount point in the image (the engine makes
-	// one), but a listing of an image without it is confusing; it costs nothing.
-	return os.MkdirAll(filepath.Join(rootfs, "tmp"), 0o1777)
+	return "widetp-" + name + ":" + hash[:hashLen]
 }
 
-// copyFile copies src (following symlinks) to dst, keeping the permission bits.
-func copyFile(src, dst string) error {
+// dockerfile is every image's Dockerfile: no base image (nothing is ever pulled; no registry need
+// be reachable), the files of rootfs/ at their paths, the program as the entrypoint.
+func dockerfile(p Program) []byte {
+	return []byte("FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"" + p.BinaryPath() + "\"]\n")
+}
+
+// imageFile is one file of an image: src on this machine, dst its absolute path in the image.
+type imageFile struct {
+	src, dst string
+}
+
+// imageContents lists what p's image holds: the program at its image path, the widetp binary (the
+// listing helper, `widetp ipcls`), and every file of both linkages (loader and libraries) at its
+// own absolute path (the kernel opens the loader by that path, and with no ld.so.cache the loader
+// searches the default directories ldd's paths come from), sorted by destination.
+func imageContents(p Program, prog, widetp string, linkages ...Linkage) []imageFile {
+	files := []imageFile{{src: prog, dst: p.BinaryPath()}}
+	seen := map[string]bool{p.BinaryPath(): true}
+	if !seen[widetpPath] {
+		files = append(files, imageFile{src: widetp, dst: widetpPath})
+		seen[widetpPath] = true
+	}
+	for _, l := range linkages {
+		for _, f := range l.Files() {
+			if !seen[f] {
+				seen[f] = true
+				files = append(files, imageFile{src: f, dst: f})
+			}
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].dst < files[j].dst })
+	return files
+}
+
+// fileDigest is a file's sha256 as the content hash reads it, remembered per process by path,
+// size, modification time and inode: a run hashes the (large) widetp binary once, and a suite
+// that opens dozens of runtimes pays for it once.
+type fileDigest struct {
+	sum  string
+	mode fs.FileMode
+	size int64
+}
+
+type digestKey struct {
+	path  string
+	size  int64
+	mtime int64
+	ino   uint64
+}
+
+var digests sync.Map // digestKey -> fileDigest
+
+// digestFile hashes src (following symlinks: the image needs the bytes under the name asked for).
+func digestFile(src string) (fileDigest, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return fileDigest{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return fileDigest{}, fmt.Errorf("%s: not a regular file (%s)", src, fi.Mode())
+	}
+	key := digestKey{path: src, size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: inode(fi)}
+	if d, ok := digests.Load(key); ok {
+		return d.(fileDigest), nil
+	}
 	in, err := os.Open(src)
 	if err != nil {
-		return fmt.Errorf("copy %s into the build context: %w", src, err)
+		return fileDigest{}, err
 	}
 	defer in.Close()
-	info, err := in.Stat()
-	if err != nil {
-		return fmt.Errorf("copy %s into the build context: %w", src, err)
-	}
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("copy %s into the build context: not a regular file (%s)", src, info.Mode())
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("copy %s into the build context: %w", src, err)
-	}
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, info.Mode().Perm())
-	if err != nil {
-		return fmt.Errorf("copy %s into the build context: %w", src, err)
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return fmt.Errorf("copy %s into the build context: %w", src, err)
-	}
-	return out.Close()
-}
-
-// contextFile is one file of a build context, as hashed and archived.
-type contextFile struct {
-	rel  string // slash-separated, relative to the context root
-	mode fs.FileMode
-	abs  string
-}
-
-// walkContext lists the regular files and directories of a context in a fixed order.
-func walkContext(dir string) ([]contextFile, error) {
-	var files []contextFile
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == dir {
-			return nil
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if !info.Mode().IsRegular() && !info.IsDir() {
-			return fmt.Errorf("build context %s: %s is neither a file nor a directory", dir, p)
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		files = append(files, contextFile{rel: filepath.ToSlash(rel), mode: info.Mode(), abs: p})
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	sort.Slice(files, func(i, j int) bool { return files[i].rel < files[j].rel })
-	return files, nil
-}
-
-// hashContext is the content hash of a build context: every path, its type and permission bits and
-// its bytes, in path order. Timestamps and owners are left out, so rebuilding the same sources
-// (go build -trimpath is reproducible) gives the same hash and the engine build is skipped.
-func hashContext(dir string) (string, error) {
-	files, err := walkContext(dir)
-	if err != nil {
-		return "", fmt.Errorf("hash build context: %w", err)
-	}
 	h := sha256.New()
+	n, err := io.Copy(h, in)
+	if err != nil {
+		return fileDigest{}, fmt.Errorf("read %s: %w", src, err)
+	}
+	d := fileDigest{sum: hex.EncodeToString(h.Sum(nil)), mode: fi.Mode().Perm(), size: n}
+	digests.Store(key, d)
+	return d, nil
+}
+
+// hashImage is the content hash of an image: its Dockerfile, then every file's destination,
+// permission bits and bytes, in destination order. Timestamps and owners are left out, so the
+// same binary and libraries give the same hash and the engine build is skipped.
+func hashImage(df []byte, files []imageFile) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "Dockerfile\x00%d\x00", len(df))
+	h.Write(df)
 	for _, f := range files {
-		fmt.Fprintf(h, "%s\x00%s\x00", f.rel, f.mode.String())
-		if f.mode.IsRegular() {
-			in, err := os.Open(f.abs)
-			if err != nil {
-				return "", fmt.Errorf("hash build context: %w", err)
-			}
-			n, err := io.Copy(h, in)
-			in.Close()
-			if err != nil {
-				return "", fmt.Errorf("hash build context: %w", err)
-			}
-			fmt.Fprintf(h, "\x00%d\x00", n)
+		d, err := digestFile(f.src)
+		if err != nil {
+			return "", fmt.Errorf("hash image file %s: %w", f.dst, err)
 		}
+		fmt.Fprintf(h, "\x00%s\x00%s\x00%d\x00%s", f.dst, d.mode, d.size, d.sum)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// tarContext archives a build context for the engine, with zeroed times and owners (the engine's
-// layer then depends on the content alone).
-func tarContext(dir string) (*bytes.Buffer, error) {
-	files, err := walkContext(dir)
-	if err != nil {
-		return nil, fmt.Errorf("archive build context: %w", err)
+// tarImage archives an image's build context for the engine — the Dockerfile, and rootfs/ with
+// every file at its destination, its parent directories and an empty /tmp — with zeroed times
+// and owners (the engine's layer then depends on the content alone).
+func tarImage(w io.Writer, df []byte, files []imageFile) error {
+	tw := tar.NewWriter(w)
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return err
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
+	if _, err := tw.Write(df); err != nil {
+		return err
+	}
+	dirs := map[string]bool{}
+	addDir := func(dir string, mode int64) error {
+		if dirs[dir] {
+			return nil
+		}
+		dirs[dir] = true
+		return tw.WriteHeader(&tar.Header{Name: dir + "/", Mode: mode, Typeflag: tar.TypeDir, Format: tar.FormatPAX})
+	}
+	if err := addDir("rootfs", 0o755); err != nil {
+		return err
+	}
+	// The tmpfs the runtime mounts at /tmp needs no mount point in the image (the engine makes
+	// one), but a listing of an image without it is confusing; it costs nothing.
+	if err := addDir("rootfs/tmp", 0o1777); err != nil {
+		return err
+	}
 	for _, f := range files {
-		hdr := &tar.Header{Name: f.rel, Mode: int64(f.mode.Perm()), Format: tar.FormatPAX}
-		if f.mode&fs.ModeSticky != 0 {
-			hdr.Mode |= 0o1000
+		name := "rootfs" + f.dst
+		var parents []string
+		for d := path.Dir(name); d != "rootfs" && d != "." && d != "/"; d = path.Dir(d) {
+			parents = append(parents, d)
 		}
-		var size int64
-		if f.mode.IsDir() {
-			hdr.Typeflag = tar.TypeDir
-			hdr.Name += "/"
-		} else {
-			info, err := os.Stat(f.abs)
-			if err != nil {
-				return nil, fmt.Errorf("archive build context: %w", err)
+		for i := len(parents) - 1; i >= 0; i-- {
+			if err := addDir(parents[i], 0o755); err != nil {
+				return err
 			}
-			hdr.Typeflag = tar.TypeReg
-			size = info.Size()
-			hdr.Size = size
 		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, fmt.Errorf("archive build context: %w", err)
-		}
-		if f.mode.IsRegular() {
-			in, err := os.Open(f.abs)
-			if err != nil {
-				return nil, fmt.Errorf("archive build context: %w", err)
-			}
-			_, err = io.Copy(tw, in)
-			in.Close()
-			if err != nil {
-				return nil, fmt.Errorf("archive build context %s: %w", f.rel, err)
-			}
+		if err := tarFile(tw, f.src, name); err != nil {
+			return err
 		}
 	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("archive build context: %w", err)
-	}
-	return &buf, nil
+	return tw.Close()
 }
 
-// goBuild compiles a package of the module at root into out. -trimpath and -buildvcs=false make
-// the binary depend on the sources alone, which is what lets the content hash find a cached image.
-func goBuild(ctx context.Context, root, pkg, out string, cgo bool) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
-	cmd.Dir = root
-	cgoEnv := "CGO_ENABLED=0"
-	if cgo {
-		cgoEnv = "CGO_ENABLED=1"
+func tarFile(tw *tar.Writer, src, name string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
 	}
-	cmd.Env = append(os.Environ(), cgoEnv)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return &ImageBuildError{Image: filepath.Base(out), Step: "go build", Log: string(b), Err: fmt.Errorf("go build %s: %w", pkg, err)}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file (%s)", src, fi.Mode())
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(fi.Mode().Perm()), Size: fi.Size(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	if _, err := io.Copy(tw, in); err != nil {
+		return fmt.Errorf("archive %s: %w", src, err)
 	}
 	return nil
 }
 
-func newImageBuilder(api client.APIClient, cfg config, work string, labels map[string]string) *imageBuilder {
-	return &imageBuilder{api: api, root: cfg.moduleRoot, work: work, labels: labels, images: map[string]*imageOnce{},
+func newImageBuilder(api client.APIClient, cfg config, labels map[string]string) *imageBuilder {
+	return &imageBuilder{api: api, widetp: cfg.binary, labels: labels, images: map[string]*imageOnce{},
 		onBuild: func(img Image) { progressLine(cfg.progress, "built image %s", img.Ref) }}
 }
 
@@ -271,12 +258,7 @@ func BuildImages(ctx context.Context, programs []Program, opts ...Option) ([]Ima
 	if err != nil {
 		return nil, err
 	}
-	work, err := os.MkdirTemp("", "widetp-images-")
-	if err != nil {
-		return nil, fmt.Errorf("build images: %w", err)
-	}
-	defer os.RemoveAll(work)
-	b := newImageBuilder(cli, cfg, work, map[string]string{LabelRun: cfg.runID, LabelOwner: owner.String()})
+	b := newImageBuilder(cli, cfg, map[string]string{LabelRun: cfg.runID, LabelOwner: owner.String()})
 	ctx, cancel := context.WithTimeout(ctx, cfg.buildTimeout)
 	defer cancel()
 	images := make([]Image, len(programs))
@@ -293,24 +275,21 @@ func BuildImages(ctx context.Context, programs []Program, opts ...Option) ([]Ima
 	return images, nil
 }
 
-// imageBuilder builds each program's image at most once per run; concurrent callers of one program
-// wait for the same build.
+// imageBuilder builds each program's image at most once per runtime; concurrent callers of one
+// program wait for the same build.
 type imageBuilder struct {
 	api     client.APIClient
-	root    string // module root
-	work    string // scratch directory for binaries and contexts
+	widetp  string // the widetp binary
 	labels  map[string]string
 	onBuild func(Image)
 
 	mu     sync.Mutex
 	images map[string]*imageOnce
-	helper *imageOnce // the ipcls binary, shared by all images
 }
 
 type imageOnce struct {
 	done chan struct{}
 	img  Image
-	path string
 	err  error
 }
 
@@ -341,55 +320,46 @@ func (b *imageBuilder) image(ctx context.Context, p Program) (Image, error) {
 	}
 }
 
-// ipcls builds the listing helper once.
-func (b *imageBuilder) ipcls(ctx context.Context) (string, error) {
-	b.mu.Lock()
-	o := b.helper
-	if o == nil {
-		o = &imageOnce{done: make(chan struct{})}
-		b.helper = o
-		b.mu.Unlock()
-		o.path = filepath.Join(b.work, "bin", "widetp-ipcls")
-		o.err = goBuild(ctx, b.root, ipclsPackage, o.path, false)
-		close(o.done)
-	} else {
-		b.mu.Unlock()
+// linkages are what ldd said of each binary, per process (a binary's linkage changes only with
+// its bytes, and then its path's digest changes too; a stale entry costs a failed start at worst).
+var linkages sync.Map // digestKey -> Linkage
+
+func binaryLinkage(ctx context.Context, bin string) (Linkage, error) {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return Linkage{}, err
 	}
-	select {
-	case <-o.done:
-		return o.path, o.err
-	case <-ctx.Done():
-		return "", ctx.Err()
+	key := digestKey{path: bin, size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: inode(fi)}
+	if l, ok := linkages.Load(key); ok {
+		return l.(Linkage), nil
 	}
+	l, err := lddLinkage(ctx, bin)
+	if err != nil {
+		return Linkage{}, err
+	}
+	linkages.Store(key, l)
+	return l, nil
 }
 
 func (b *imageBuilder) build(ctx context.Context, p Program) (Image, error) {
 	if err := p.validate(); err != nil {
 		return Image{}, err
 	}
-	helper, err := b.ipcls(ctx)
+	prog, err := programPath(p, b.widetp)
 	if err != nil {
-		return Image{}, err
-	}
-	bin := filepath.Join(b.work, "bin", p.Name)
-	if err := goBuild(ctx, b.root, p.Package, bin, p.Cgo); err != nil {
-		return Image{}, err
-	}
-	l, err := lddLinkage(ctx, bin)
-	if err != nil {
-		return Image{}, &ImageBuildError{Image: p.Name, Step: "ldd", Err: err}
-	}
-	dir := filepath.Join(b.work, "context", p.Name)
-	if err := os.RemoveAll(dir); err != nil {
 		return Image{}, &ImageBuildError{Image: p.Name, Step: "context", Err: err}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return Image{}, &ImageBuildError{Image: p.Name, Step: "context", Err: err}
+	var ls []Linkage
+	for _, bin := range []string{prog, b.widetp} {
+		l, err := binaryLinkage(ctx, bin)
+		if err != nil {
+			return Image{}, &ImageBuildError{Image: p.Name, Step: "ldd", Err: err}
+		}
+		ls = append(ls, l)
 	}
-	if err := assembleContext(dir, p, bin, helper, l); err != nil {
-		return Image{}, &ImageBuildError{Image: p.Name, Step: "context", Err: err}
-	}
-	hash, err := hashContext(dir)
+	files := imageContents(p, prog, b.widetp, ls...)
+	df := dockerfile(p)
+	hash, err := hashImage(df, files)
 	if err != nil {
 		return Image{}, &ImageBuildError{Image: p.Name, Step: "context", Err: err}
 	}
@@ -408,7 +378,7 @@ func (b *imageBuilder) build(ctx context.Context, p Program) (Image, error) {
 		img.Cached = found
 		return img, err
 	}
-	if err := b.engineBuild(ctx, img, dir); err != nil {
+	if err := b.engineBuild(ctx, img, df, files); err != nil {
 		return Image{}, err
 	}
 	if b.onBuild != nil {
@@ -429,18 +399,17 @@ func (b *imageBuilder) exists(ctx context.Context, ref string) (bool, error) {
 	}
 }
 
-// engineBuild sends the context to the engine's classic builder. FROM scratch needs no pull, and
-// PullParent stays false so that nothing ever asks a registry.
-func (b *imageBuilder) engineBuild(ctx context.Context, img Image, dir string) error {
-	tarball, err := tarContext(dir)
-	if err != nil {
-		return &ImageBuildError{Image: img.Ref, Step: "context", Err: err}
-	}
+// engineBuild streams the context to the engine's classic builder. FROM scratch needs no pull,
+// and PullParent stays false so that nothing ever asks a registry.
+func (b *imageBuilder) engineBuild(ctx context.Context, img Image, df []byte, files []imageFile) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarImage(pw, df, files)) }()
+	defer pr.Close()
 	labels := map[string]string{LabelContent: img.Hash}
 	for k, v := range b.labels {
 		labels[k] = v
 	}
-	res, err := b.api.ImageBuild(ctx, tarball, client.ImageBuildOptions{
+	res, err := b.api.ImageBuild(ctx, pr, client.ImageBuildOptions{
 		Tags:        []string{img.Ref},
 		Labels:      labels,
 		Dockerfile:  "Dockerfile",

@@ -2,19 +2,18 @@ package harness
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 	"testing"
 )
 
-// fakeBuild writes a binary, a helper and two "libraries" (one reached through a symlink, as
+// fakeBuild writes a binary, a widetp binary and two "libraries" (one reached through a symlink, as
 // Debian's /lib64/ld-linux-x86-64.so.2 is) and returns their paths.
-func fakeBuild(t *testing.T) (bin, helper string, l Linkage) {
+func fakeBuild(t *testing.T) (bin, widetp string, l Linkage) {
 	t.Helper()
 	src := t.TempDir()
 	write := func(name, content string, mode os.FileMode) string {
@@ -28,7 +27,7 @@ func fakeBuild(t *testing.T) (bin, helper string, l Linkage) {
 		return p
 	}
 	bin = write("out/prog", "ELF prog", 0o755)
-	helper = write("out/ipcls", "ELF ipcls", 0o755)
+	widetp = write("out/widetp", "ELF widetp", 0o755)
 	lib := write("lib/libzmq.so.5.2.4", "ELF libzmq", 0o644)
 	real := write("lib/ld-2.36.so", "ELF loader", 0o755)
 	libLink := filepath.Join(src, "lib/libzmq.so.5")
@@ -42,123 +41,20 @@ func fakeBuild(t *testing.T) (bin, helper string, l Linkage) {
 	if err := os.Symlink(real, loaderLink); err != nil {
 		t.Fatal(err)
 	}
-	return bin, helper, Linkage{Loader: loaderLink, Libs: []string{libLink}}
+	return bin, widetp, Linkage{Loader: loaderLink, Libs: []string{libLink}}
 }
 
-var testProgram = Program{Name: "prog", Package: "./x", Dockerfile: []byte("FROM scratch\nCOPY rootfs/ /\n")}
+var testProgram = Program{Name: "prog"}
 
-func TestAssembleContextLaysOutTheImage(t *testing.T) {
-	bin, helper, l := fakeBuild(t)
-	dir := t.TempDir()
-	if err := assembleContext(dir, testProgram, bin, helper, l); err != nil {
+// archive is what tarImage sends the engine for testProgram: regular files by name.
+func archive(t *testing.T, files []imageFile) (map[string]string, map[string]int64) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := tarImage(&buf, dockerfile(testProgram), files); err != nil {
 		t.Fatal(err)
 	}
-	read := func(rel string) string {
-		b, err := os.ReadFile(filepath.Join(dir, rel))
-		if err != nil {
-			t.Fatalf("context lacks %s: %v", rel, err)
-		}
-		return string(b)
-	}
-	if got := read("Dockerfile"); got != string(testProgram.Dockerfile) {
-		t.Errorf("Dockerfile = %q", got)
-	}
-	if got := read("rootfs/usr/local/bin/prog"); got != "ELF prog" {
-		t.Errorf("binary = %q", got)
-	}
-	if got := read("rootfs" + ipclsPath); got != "ELF ipcls" {
-		t.Errorf("helper = %q", got)
-	}
-	// Libraries and the loader sit at the absolute paths ldd named, dereferenced.
-	for path, want := range map[string]string{l.Loader: "ELF loader", l.Libs[0]: "ELF libzmq"} {
-		p := filepath.Join(dir, "rootfs", path)
-		info, err := os.Lstat(p)
-		if err != nil {
-			t.Fatalf("context lacks %s: %v", path, err)
-		}
-		if !info.Mode().IsRegular() {
-			t.Errorf("%s is %s, want a regular file (symlinks dereferenced)", path, info.Mode())
-		}
-		if got := read(filepath.Join("rootfs", path)); got != want {
-			t.Errorf("%s = %q, want %q", path, got, want)
-		}
-	}
-	info, err := os.Stat(filepath.Join(dir, "rootfs/usr/local/bin/prog"))
-	if err != nil || info.Mode().Perm()&0o100 == 0 {
-		t.Errorf("binary mode = %v (%v), want executable", info.Mode(), err)
-	}
-}
-
-func TestAssembleContextNamesAMissingLibrary(t *testing.T) {
-	bin, helper, l := fakeBuild(t)
-	l.Libs = append(l.Libs, "/nonexistent/libgone.so.1")
-	err := assembleContext(t.TempDir(), testProgram, bin, helper, l)
-	if err == nil || !strings.Contains(err.Error(), "/nonexistent/libgone.so.1") {
-		t.Fatalf("error = %v, want one naming the missing library", err)
-	}
-}
-
-func TestHashContextIsStableAndSeesEveryChange(t *testing.T) {
-	bin, helper, l := fakeBuild(t)
-	build := func() string {
-		dir := t.TempDir()
-		if err := assembleContext(dir, testProgram, bin, helper, l); err != nil {
-			t.Fatal(err)
-		}
-		return dir
-	}
-	hash := func(dir string) string {
-		h, err := hashContext(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	a, b := build(), build()
-	base := hash(a)
-	if len(base) != 64 {
-		t.Fatalf("hash %q: want 64 hex digits", base)
-	}
-	// Same content in another directory, at another time: same hash (the cache hit).
-	if h := hash(b); h != base {
-		t.Fatalf("identical contexts hash differently: %s vs %s", base, h)
-	}
-	changes := map[string]func(dir string) error{
-		"content": func(dir string) error {
-			return os.WriteFile(filepath.Join(dir, "rootfs/usr/local/bin/prog"), []byte("ELF prog v2"), 0o755)
-		},
-		"mode": func(dir string) error { return os.Chmod(filepath.Join(dir, "rootfs/usr/local/bin/prog"), 0o700) },
-		"name": func(dir string) error {
-			return os.Rename(filepath.Join(dir, "rootfs/usr/local/bin/prog"), filepath.Join(dir, "rootfs/usr/local/bin/prog2"))
-		},
-		"added file": func(dir string) error { return os.WriteFile(filepath.Join(dir, "rootfs/extra"), nil, 0o644) },
-		"dockerfile": func(dir string) error {
-			return os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\n"), 0o644)
-		},
-	}
-	for name, change := range changes {
-		dir := build()
-		if err := change(dir); err != nil {
-			t.Fatal(err)
-		}
-		if h := hash(dir); h == base {
-			t.Errorf("a change of %s leaves the hash unchanged", name)
-		}
-	}
-}
-
-func TestTarContextHoldsTheContextWithZeroedTimes(t *testing.T) {
-	bin, helper, l := fakeBuild(t)
-	dir := t.TempDir()
-	if err := assembleContext(dir, testProgram, bin, helper, l); err != nil {
-		t.Fatal(err)
-	}
-	buf, err := tarContext(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(buf)
-	files := map[string]string{}
+	tr := tar.NewReader(&buf)
+	contents, modes := map[string]string{}, map[string]int64{}
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -170,26 +66,112 @@ func TestTarContextHoldsTheContextWithZeroedTimes(t *testing.T) {
 		if !hdr.ModTime.IsZero() && hdr.ModTime.Unix() != 0 {
 			t.Errorf("%s has mtime %v, want none", hdr.Name, hdr.ModTime)
 		}
+		modes[hdr.Name] = hdr.Mode
 		if hdr.Typeflag == tar.TypeReg {
 			b, _ := io.ReadAll(tr)
-			files[hdr.Name] = string(b)
+			contents[hdr.Name] = string(b)
 		}
 	}
-	var names []string
-	for n := range files {
-		names = append(names, n)
+	return contents, modes
+}
+
+func TestTarImageLaysOutTheImage(t *testing.T) {
+	bin, widetp, l := fakeBuild(t)
+	files := imageContents(testProgram, bin, widetp, l)
+	got, modes := archive(t, files)
+	if got["Dockerfile"] != string(dockerfile(testProgram)) || !strings.Contains(got["Dockerfile"], `ENTRYPOINT ["/usr/local/bin/prog"]`) {
+		t.Errorf("Dockerfile = %q", got["Dockerfile"])
 	}
-	sort.Strings(names)
-	want := []string{"Dockerfile", "rootfs" + l.Libs[0], "rootfs" + l.Loader, "rootfs" + ipclsPath, "rootfs/usr/local/bin/prog"}
-	for i := range want {
-		want[i] = strings.TrimPrefix(filepath.ToSlash(want[i]), "/")
+	want := map[string]string{
+		"rootfs/usr/local/bin/prog": "ELF prog",
+		"rootfs" + widetpPath:       "ELF widetp",
+		"rootfs" + l.Loader:         "ELF loader", // dereferenced: the bytes under the name asked for
+		"rootfs" + l.Libs[0]:        "ELF libzmq",
 	}
-	sort.Strings(want)
-	if !reflect.DeepEqual(names, want) {
-		t.Fatalf("archive files = %v, want %v", names, want)
+	for name, content := range want {
+		if got[name] != content {
+			t.Errorf("%s = %q, want %q", name, got[name], content)
+		}
 	}
-	if files["rootfs/usr/local/bin/prog"] != "ELF prog" {
-		t.Fatalf("binary in the archive = %q", files["rootfs/usr/local/bin/prog"])
+	if len(got) != len(want)+1 {
+		t.Errorf("archive files = %v, want the Dockerfile and %v", got, want)
+	}
+	if modes["rootfs/usr/local/bin/prog"]&0o100 == 0 {
+		t.Errorf("binary mode = %o, want executable", modes["rootfs/usr/local/bin/prog"])
+	}
+	if modes["rootfs/tmp/"] != 0o1777 {
+		t.Errorf("rootfs/tmp mode = %o, want 1777", modes["rootfs/tmp/"])
+	}
+}
+
+func TestTheWidetpImageHoldsItsBinaryOnce(t *testing.T) {
+	_, widetp, l := fakeBuild(t)
+	files := imageContents(Widetp, widetp, widetp, l, l)
+	if len(files) != 3 {
+		t.Fatalf("files = %v, want the binary, the loader and the library once each", files)
+	}
+}
+
+func TestTarImageNamesAMissingLibrary(t *testing.T) {
+	bin, widetp, l := fakeBuild(t)
+	l.Libs = append(l.Libs, "/nonexistent/libgone.so.1")
+	err := tarImage(io.Discard, dockerfile(testProgram), imageContents(testProgram, bin, widetp, l))
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/libgone.so.1") {
+		t.Fatalf("error = %v, want one naming the missing library", err)
+	}
+	_, err = hashImage(dockerfile(testProgram), imageContents(testProgram, bin, widetp, l))
+	if err == nil || !strings.Contains(err.Error(), "/nonexistent/libgone.so.1") {
+		t.Fatalf("hash error = %v, want one naming the missing library", err)
+	}
+}
+
+func TestHashImageIsStableAndSeesEveryChange(t *testing.T) {
+	bin, widetp, l := fakeBuild(t)
+	hash := func(p Program, files []imageFile) string {
+		t.Helper()
+		h, err := hashImage(dockerfile(p), files)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	files := imageContents(testProgram, bin, widetp, l)
+	base := hash(testProgram, files)
+	if len(base) != 64 {
+		t.Fatalf("hash %q: want 64 hex digits", base)
+	}
+	// The same bytes copied elsewhere, at another time: the same hash (the cache hit).
+	dir := t.TempDir()
+	copied := filepath.Join(dir, "prog")
+	if err := os.WriteFile(copied, []byte("ELF prog"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if h := hash(testProgram, imageContents(testProgram, copied, widetp, l)); h != base {
+		t.Fatalf("identical contents hash differently: %s vs %s", base, h)
+	}
+	changed := func(content string, mode os.FileMode) string {
+		p := filepath.Join(t.TempDir(), "prog")
+		if err := os.WriteFile(p, []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+		return hash(testProgram, imageContents(testProgram, p, widetp, l))
+	}
+	for name, h := range map[string]string{
+		"content":    changed("ELF prog v2", 0o755),
+		"mode":       changed("ELF prog", 0o700),
+		"name":       hash(Program{Name: "prog2"}, imageContents(Program{Name: "prog2"}, bin, widetp, l)),
+		"added file": hash(testProgram, append(append([]imageFile{}, files...), imageFile{src: bin, dst: "/extra"})),
+	} {
+		if h == base {
+			t.Errorf("a change of %s leaves the hash unchanged", name)
+		}
+	}
+	// A file rewritten in place (a new build at the same path) is hashed again.
+	if err := os.WriteFile(bin, []byte("ELF prog, rebuilt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if h := hash(testProgram, files); h == base {
+		t.Errorf("a binary rebuilt at its path keeps its old hash")
 	}
 }
 
@@ -214,9 +196,9 @@ func TestReadBuildStream(t *testing.T) {
 }
 
 func TestImageBuildErrorShowsTheLog(t *testing.T) {
-	e := &ImageBuildError{Image: "widetp-simnode", Step: "go build", Log: "./main.go:3:1: syntax error\n", Err: errors.New("exit status 1")}
+	e := &ImageBuildError{Image: "widetp-widetp", Step: "engine build", Log: "Step 2/3 : COPY rootfs/ /\n", Err: errors.New("COPY failed")}
 	msg := e.Error()
-	for _, want := range []string{"build image widetp-simnode", "go build", "exit status 1", "--- build log ---", "./main.go:3:1: syntax error"} {
+	for _, want := range []string{"build image widetp-widetp", "engine build", "COPY failed", "--- build log ---", "Step 2/3 : COPY rootfs/ /"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
@@ -228,28 +210,38 @@ func TestImageBuildErrorShowsTheLog(t *testing.T) {
 
 func TestImageRef(t *testing.T) {
 	h := strings.Repeat("ab", 32)
-	if got, want := imageRef("simnode", h), "widetp-simnode:abababababababab"; got != want {
+	if got, want := imageRef("hostprobe", h), "widetp-hostprobe:abababababababab"; got != want {
+		t.Fatalf("imageRef = %q, want %q", got, want)
+	}
+	if got, want := imageRef("widetp", h), "widetp:abababababababab"; got != want {
 		t.Fatalf("imageRef = %q, want %q", got, want)
 	}
 }
 
 func TestProgramValidate(t *testing.T) {
-	for _, p := range []Program{SimNode, FakeStore} {
-		if err := p.validate(); err != nil {
-			t.Errorf("%s: %v", p.Name, err)
-		}
+	if err := Widetp.validate(); err != nil {
+		t.Errorf("%s: %v", Widetp.Name, err)
 	}
-	bad := []struct {
-		p    Program
-		want string
-	}{
-		{Program{Name: "Sim_Node", Package: "./x", Dockerfile: []byte("x")}, "want [a-z0-9-]+"},
-		{Program{Name: "x", Dockerfile: []byte("x")}, "no Go package"},
-		{Program{Name: "x", Package: "./x"}, "no Dockerfile"},
+	if err := (Program{Name: "Sim_Node"}).validate(); err == nil || !strings.Contains(err.Error(), "want [a-z0-9-]+") {
+		t.Errorf("validate(Sim_Node) = %v, want the name refused", err)
 	}
-	for _, b := range bad {
-		if err := b.p.validate(); err == nil || !strings.Contains(err.Error(), b.want) {
-			t.Errorf("validate(%+v) = %v, want %q", b.p, err, b.want)
-		}
+}
+
+func TestResolveBinaryNamesWhatIsMissing(t *testing.T) {
+	t.Setenv(EnvBinary, "")
+	if _, err := resolveBinary(""); err == nil || !strings.Contains(err.Error(), EnvBinary) || !strings.Contains(err.Error(), "go build") {
+		t.Errorf("no binary: %v, want the variable and how to build one named", err)
+	}
+	dir := t.TempDir()
+	if _, err := resolveBinary(dir); err == nil || !strings.Contains(err.Error(), "not an executable file") {
+		t.Errorf("a directory: %v", err)
+	}
+	exe := filepath.Join(dir, "widetp")
+	if err := os.WriteFile(exe, []byte("ELF"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvBinary, exe)
+	if got, err := resolveBinary(""); err != nil || got != exe {
+		t.Errorf("from $%s: %q, %v", EnvBinary, got, err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Labels every Docker resource the harness makes carries (design.md, "Docker resources"). They are
+// Labels every Docker resource the harness makes carries (README, "Runtimes"). They are
 // the only way a later run can tell our leftovers from anything else on a shared engine.
 const (
 	// LabelRun names the run that made a container, network or image.

@@ -83,7 +83,7 @@ const (
 
 // NewLocal prepares a local run: it sweeps the run directories of dead harness processes (unless
 // WithoutSweep), makes this run's directory, and reserves the run's block of loopback addresses.
-// Programs are built on first use. It returns a *Local.
+// It returns a *Local.
 func NewLocal(ctx context.Context, opts ...Option) (Runtime, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
@@ -197,35 +197,37 @@ func (l *Local) Address(host string) (netip.Addr, error) {
 	return h.addr, nil
 }
 
-// storeDialTimeout bounds the check that the store listens where Store.Addrs says: a listening
-// port on loopback answers in microseconds.
+// storeDialTimeout bounds the check that a host listens where Endpoints says: a listening port on
+// loopback answers in microseconds.
 const storeDialTimeout = 5 * time.Second
 
-// StartStore implements Runtime. The store's Ports are the ports it listens on at its own address
-// (its args say where, with $(WIDETP_LISTEN_IP)); Addrs are those addresses, and each is dialed
-// once, so that a store listening elsewhere fails here, by name, rather than later in every node.
+// StartStore starts the store host alone (harness.StartStore).
 func (l *Local) StartStore(ctx context.Context, spec NodeSpec) (Store, error) {
-	if err := l.StartNodes(ctx, spec); err != nil {
-		return Store{}, fmt.Errorf("start store: %w", err)
-	}
-	addr, err := l.Address(spec.Host)
+	return StartStore(ctx, l, spec)
+}
+
+// Endpoints implements Runtime. A host's Ports are the ports it listens on at its own address (its
+// args say where, with $(WIDETP_LISTEN_IP)); each is dialed once, so that a program listening
+// elsewhere fails here, by name, rather than later in every client.
+func (l *Local) Endpoints(ctx context.Context, host string) (map[int]string, error) {
+	h, err := l.host(host)
 	if err != nil {
-		return Store{}, fmt.Errorf("start store: %w", err)
+		return nil, fmt.Errorf("endpoints of %w", err)
 	}
 	addrs := map[int]string{}
-	for _, p := range spec.Ports {
-		a := net.JoinHostPort(addr.String(), strconv.Itoa(p))
+	for _, p := range h.spec.Ports {
+		a := net.JoinHostPort(h.addr.String(), strconv.Itoa(p))
 		dctx, cancel := context.WithTimeout(ctx, storeDialTimeout)
 		var d net.Dialer
 		c, err := d.DialContext(dctx, "tcp", a)
 		cancel()
 		if err != nil {
-			return Store{}, fmt.Errorf("start store %s: port %d: nothing listens at %s (pass $(%s):%d to the program as its listen address): %w", spec.Host, p, a, EnvListenIP, p, err)
+			return nil, fmt.Errorf("host %s: port %d: nothing listens at %s (pass $(%s):%d to the program as its listen address): %w", host, p, a, EnvListenIP, p, err)
 		}
 		c.Close()
 		addrs[p] = a
 	}
-	return Store{Host: spec.Host, Addrs: addrs}, nil
+	return addrs, nil
 }
 
 // StartNodes implements Runtime: plan every node (validate, claim its name and address, build
@@ -252,11 +254,11 @@ func (l *Local) StartNodes(ctx context.Context, specs ...NodeSpec) error {
 		if _, ok := bins[h.spec.Program.Name]; ok {
 			continue
 		}
-		bin, err := l.binary(ctx, h.spec.Program)
+		path, err := programPath(h.spec.Program, l.cfg.binary)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, &ImageBuildError{Image: h.spec.Program.Name, Step: "binary", Err: err})
 		}
-		bins[h.spec.Program.Name] = bin
+		bins[h.spec.Program.Name] = localBinary{Name: h.spec.Program.Name, Path: path}
 	}
 	if len(errs) > 0 {
 		l.release(hosts)
@@ -269,13 +271,11 @@ func (l *Local) StartNodes(ctx context.Context, specs ...NodeSpec) error {
 	return runConcurrently(plan)
 }
 
-// binary builds p once per process (see binaryCache), bounded by the build timeout.
-func (l *Local) binary(ctx context.Context, p Program) (localBinary, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.buildTimeout)
-	defer cancel()
-	return localBinaries.get(ctx, l.cfg.moduleRoot, p, func(b localBinary) {
-		l.progressf("built %s (%s)", b.Name, b.Path)
-	})
+// localBinary is a program as the local runtime runs it: the binary itself, executed in place
+// (the widetp binary for `widetp node` and `widetp store`). Nothing is copied or built.
+type localBinary struct {
+	Name string
+	Path string
 }
 
 // reserve validates specs and claims their names and addresses, so that two concurrent starts

@@ -108,6 +108,9 @@ func (l *Local) spawn(h *localHost, bin localBinary, fresh bool) (*localInstance
 		return nil, fmt.Errorf("make the private /tmp: %w", err)
 	}
 	envMap := localEnv(h.name, h.addr, h.root, hosts, h.spec.Env)
+	if _, set := h.spec.Env[EnvRun]; !set {
+		envMap[EnvRun] = l.cfg.runID
+	}
 	args, err := expandArgs(h.spec.Args, envMap)
 	if err != nil {
 		return nil, err

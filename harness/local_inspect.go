@@ -79,13 +79,17 @@ func (l *Local) Inspect(ctx context.Context, host string) ([]byte, error) {
 	h.mu.Lock()
 	in, bin := h.inst, h.bin
 	h.mu.Unlock()
+	var binHash string
+	if d, err := digestFile(bin.Path); err == nil {
+		binHash = d.sum
+	}
 	ins := LocalInspect{
 		ID: l.cfg.runID + "/" + h.name, Name: h.name, Runtime: l.Name(),
 		Config: LocalInspectConfig{Hostname: h.name, Cmd: in.argv, Env: in.env, WorkingDir: h.root},
 		State: LocalInspectState{Status: st.Status, Running: st.Running, Paused: st.Paused, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled,
 			StartedAt: in.started.UTC().Format(time.RFC3339Nano)},
 		NetworkSettings: LocalInspectNetwork{IPAddress: h.addr.String(), Hosts: map[string]string{}},
-		Binary:          bin.Path, BinaryHash: bin.Hash, IPCRoot: h.root, LogPath: h.logPath,
+		Binary:          bin.Path, BinaryHash: binHash, IPCRoot: h.root, LogPath: h.logPath,
 		Processes: []LocalProcess{},
 	}
 	if in.exited() {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"time"
 )
@@ -16,8 +14,9 @@ import (
 // validate before anything starts.
 type config struct {
 	runID string
-	// moduleRoot is the widetp source tree the images are built from.
-	moduleRoot string
+	// binary is the widetp binary the hosts run (WithBinary, else $WIDETP_BIN); validate makes it
+	// absolute.
+	binary string
 	// startTimeout bounds each node's start, from create to its ready line. 60 s: a cached scratch
 	// image starts in well under a second, but 2 shared cores under a parallel suite and
 	// fuse-overlayfs can stretch that a lot, and a hung start must still end.
@@ -33,8 +32,8 @@ type config struct {
 	// pingTimeout bounds the engine check. 5 s: a local engine answers in milliseconds; a wedged
 	// socket must not hang the CLI.
 	pingTimeout time.Duration
-	// buildTimeout bounds building one image (go build with cgo on a cold cache dominates).
-	// 10 min: a cold build of simnode with cgo on 2 cores takes about a minute.
+	// buildTimeout bounds building one image: hashing the binary and its libraries, and the
+	// engine's build of a FROM scratch image from them (a few seconds; minutes on a wedged disk).
 	buildTimeout time.Duration
 	// logTail is how many of a failed node's last log lines an error carries: enough for a Go
 	// panic's header or a Python-style exception, short enough to read.
@@ -65,9 +64,10 @@ type Option func(*config)
 // WithRunID sets the run id (default: random). It names the network and labels everything.
 func WithRunID(id string) Option { return func(c *config) { c.runID = id } }
 
-// WithModuleRoot sets the widetp source tree to build images from (default: the module containing
-// the working directory).
-func WithModuleRoot(dir string) Option { return func(c *config) { c.moduleRoot = dir } }
+// WithBinary sets the widetp binary the hosts run (`widetp node`, `widetp store`) and the images
+// are built from. The widetp command passes os.Executable(); without it the harness uses
+// $WIDETP_BIN, and with neither a runtime does not start.
+func WithBinary(path string) Option { return func(c *config) { c.binary = path } }
 
 // WithStartTimeout bounds each node's start.
 func WithStartTimeout(d time.Duration) Option { return func(c *config) { c.startTimeout = d } }
@@ -121,41 +121,10 @@ func (c *config) validate() error {
 	if c.progress == nil {
 		c.progress = io.Discard
 	}
-	if c.moduleRoot == "" {
-		root, err := findModuleRoot()
-		if err != nil {
-			errs = append(errs, err)
-		}
-		c.moduleRoot = root
-	} else if _, err := os.Stat(filepath.Join(c.moduleRoot, "go.mod")); err != nil {
-		errs = append(errs, fmt.Errorf("module root %s: %w", c.moduleRoot, err))
-	}
-	return errors.Join(errs...)
-}
-
-// modulePath is the module the images are built from.
-const modulePath = "github.com/widetp/widetp"
-
-// findModuleRoot walks up from the working directory to widetp's go.mod.
-func findModuleRoot() (string, error) {
-	dir, err := os.Getwd()
+	bin, err := resolveBinary(c.binary)
 	if err != nil {
-		return "", fmt.Errorf("find the widetp source tree: %w", err)
+		errs = append(errs, err)
 	}
-	for d := dir; ; d = filepath.Dir(d) {
-		b, err := os.ReadFile(filepath.Join(d, "go.mod"))
-		if err == nil && isWidetpModule(b) {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("find the widetp source tree: no go.mod of %s above %s (run from the source tree or pass WithModuleRoot)", modulePath, dir)
-		}
-	}
-}
-
-var moduleLine = regexp.MustCompile(`(?m)^module\s+(\S+)\s*$`)
-
-func isWidetpModule(gomod []byte) bool {
-	m := moduleLine.FindSubmatch(gomod)
-	return m != nil && string(m[1]) == modulePath
+	c.binary = bin
+	return errors.Join(errs...)
 }

@@ -9,8 +9,8 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	root := t.TempDir()
-	if err := os.WriteFile(filepath.Join(root, "go.mod"), []byte("module "+modulePath+"\n"), 0o644); err != nil {
+	bin := filepath.Join(t.TempDir(), "widetp")
+	if err := os.WriteFile(bin, []byte("ELF"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -27,11 +27,11 @@ func TestConfigValidate(t *testing.T) {
 		{name: "grace longer than an operation", opts: []Option{WithStopGrace(time.Minute), WithOpTimeout(30 * time.Second)}, wantErr: "stop grace 1m0s: must be shorter than the op timeout 30s"},
 		{name: "zero op timeout", opts: []Option{WithOpTimeout(0)}, wantErr: "op timeout 0s: must be positive"},
 		{name: "zero log tail", opts: []Option{WithLogTail(0)}, wantErr: "log tail 0"},
-		{name: "module root without go.mod", opts: []Option{WithModuleRoot(t.TempDir())}, wantErr: "go.mod"},
+		{name: "binary that is not there", opts: []Option{WithBinary(bin + "-gone")}, wantErr: "widetp binary (WithBinary)"},
 	}
 	for _, tt := range tests {
 		cfg := defaultConfig()
-		cfg.moduleRoot = root
+		cfg.binary = bin
 		for _, o := range tt.opts {
 			o(&cfg)
 		}
@@ -52,7 +52,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestRandomRunIDsDiffer(t *testing.T) {
 	a, b := defaultConfig(), defaultConfig()
-	a.moduleRoot, b.moduleRoot = "..", ".."
+	a.binary, b.binary = os.Args[0], os.Args[0]
 	if err := a.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -61,18 +61,5 @@ func TestRandomRunIDsDiffer(t *testing.T) {
 	}
 	if a.runID == b.runID {
 		t.Fatalf("two runs got the run id %q", a.runID)
-	}
-}
-
-func TestFindModuleRootFromThisPackage(t *testing.T) {
-	root, err := findModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "harness", "runtime.go")); err != nil {
-		t.Fatalf("module root %s does not hold harness/: %v", root, err)
-	}
-	if !isWidetpModule([]byte("// x\nmodule github.com/widetp/widetp\n\ngo 1.26\n")) || isWidetpModule([]byte("module example.com/other\n")) {
-		t.Fatalf("isWidetpModule misjudges a go.mod")
 	}
 }

@@ -2,33 +2,29 @@ package harness
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
-
-	"github.com/widetp/widetp/docker"
 )
 
-// Program is a binary of this module that a runtime runs on a host: the Docker runtime builds it
-// into an image (FROM scratch), the local runtime will run the binary itself.
+// Program is a binary a runtime runs on a host: the Docker runtime builds it into an image (FROM
+// scratch: the binary, the widetp binary for listings, and the shared libraries they link), the
+// local runtime executes it. Nothing is compiled at run time.
 type Program struct {
 	// Name is the binary's name; its image is widetp-<Name>:<content hash> and it lives at
 	// /usr/local/bin/<Name> inside it.
 	Name string
-	// Package is the Go package to build, relative to the module root ("./cmd/simnode").
-	Package string
-	// Cgo builds with CGO_ENABLED=1 (simnode links libzmq); otherwise the binary is static.
-	Cgo bool
-	// Dockerfile is the image's Dockerfile (docker/<name>.Dockerfile); its context is rootfs/.
-	Dockerfile []byte
+	// Path is the binary on this machine. Empty means the widetp binary itself (see WithBinary),
+	// which carries the programs of a run as its `node` and `store` subcommands.
+	Path string
 }
 
-// The programs of a widetp run.
-var (
-	// SimNode runs on every node; it links libzmq through cgo (pebbe/zmq4), because only libzmq
-	// takes an ipc path over silently the way vLLM's pyzmq does.
-	SimNode = Program{Name: "simnode", Package: "./cmd/simnode", Cgo: true, Dockerfile: docker.SimNode}
-	// FakeStore is the fake Mooncake store; pure Go, so static.
-	FakeStore = Program{Name: "fakestore", Package: "./cmd/fakestore", Dockerfile: docker.FakeStore}
-)
+// Widetp is the widetp binary: a run's nodes run `widetp node`, its store `widetp store`.
+var Widetp = Program{Name: "widetp"}
+
+// EnvBinary names the widetp binary a harness run uses when WithBinary does not: a Go test that
+// imports the harness is not widetp itself, so it points here at one (`go build ./cmd/widetp`).
+const EnvBinary = "WIDETP_BIN"
 
 var programName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
@@ -36,20 +32,52 @@ func (p Program) validate() error {
 	if !programName.MatchString(p.Name) {
 		return fmt.Errorf("program name %q: want [a-z0-9-]+ (it becomes an image name)", p.Name)
 	}
-	if p.Package == "" {
-		return fmt.Errorf("program %s: no Go package", p.Name)
-	}
-	if len(p.Dockerfile) == 0 {
-		return fmt.Errorf("program %s: no Dockerfile", p.Name)
-	}
 	return nil
 }
 
 // BinaryPath is where the program lives inside its image.
 func (p Program) BinaryPath() string { return "/usr/local/bin/" + p.Name }
 
-// ipclsPath is where the ipc listing helper (docker/ipcls) lives inside every image.
-const ipclsPath = "/usr/local/bin/widetp-ipcls"
+// widetpPath is where the widetp binary lives inside every image: the Docker runtime lists a
+// host's ipc directory with `widetp ipcls /tmp`.
+const widetpPath = "/usr/local/bin/widetp"
 
-// ipclsPackage is the helper's Go package, relative to the module root.
-const ipclsPackage = "./docker/ipcls"
+// resolveBinary is the widetp binary of a configuration: WithBinary's, else $WIDETP_BIN's. It
+// must be a regular executable file; its absolute path is returned.
+func resolveBinary(configured string) (string, error) {
+	p, from := configured, "WithBinary"
+	if p == "" {
+		p, from = os.Getenv(EnvBinary), "$"+EnvBinary
+	}
+	if p == "" {
+		return "", fmt.Errorf("no widetp binary to run on the hosts: the widetp command passes itself (WithBinary(os.Executable())); "+
+			"a Go program or test that imports the harness sets %s to a widetp binary (go build -o DIR ./cmd/widetp, or go install github.com/widetp/widetp/cmd/widetp)", EnvBinary)
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("widetp binary %s (%s): %w", p, from, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return "", fmt.Errorf("widetp binary (%s): %w", from, err)
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return "", fmt.Errorf("widetp binary %s (%s): not an executable file", abs, from)
+	}
+	return abs, nil
+}
+
+// programPath is where p's binary is on this machine, given the run's widetp binary.
+func programPath(p Program, widetp string) (string, error) {
+	if p.Path == "" {
+		return widetp, nil
+	}
+	abs, err := filepath.Abs(p.Path)
+	if err != nil {
+		return "", fmt.Errorf("program %s: %w", p.Name, err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		return "", fmt.Errorf("program %s: %w", p.Name, err)
+	}
+	return abs, nil
+}

@@ -19,11 +19,13 @@ type Runtime interface {
 	Name() string
 	// RunID is the value of the io.widetp.run label this run puts on what it makes.
 	RunID() string
-	// StartStore starts the store host, alone, and returns how the harness reaches its ports.
-	StartStore(ctx context.Context, spec NodeSpec) (Store, error)
-	// StartNodes starts the nodes concurrently and returns once each is ready or has failed. The
-	// error joins every node's failure; the nodes that did start stay up (Close removes them).
+	// StartNodes starts the hosts concurrently, in one round, and returns once each is ready or
+	// has failed. Hosts started in one call know each other by name (a node may come up before
+	// the store it dials, and waits for it). The error joins every host's failure; the hosts that
+	// did start stay up (Close removes them).
 	StartNodes(ctx context.Context, specs ...NodeSpec) error
+	// Endpoints maps each of a started host's Ports to the host:port the harness dials.
+	Endpoints(ctx context.Context, host string) (map[int]string, error)
 	// Stop asks a host's program to end (SIGTERM) and kills it after the runtime's grace period.
 	Stop(ctx context.Context, host string) error
 	// Kill sends a signal ("SIGKILL", "SIGTERM", ...) to a host's program.
@@ -69,6 +71,19 @@ type NodeSpec struct {
 	Ports []int
 }
 
+// StartStore starts the store host alone on rt and returns how the harness reaches its ports
+// (StartNodes, then Endpoints). A cluster starts its store with its nodes instead.
+func StartStore(ctx context.Context, rt Runtime, spec NodeSpec) (Store, error) {
+	if err := rt.StartNodes(ctx, spec); err != nil {
+		return Store{}, fmt.Errorf("start store: %w", err)
+	}
+	addrs, err := rt.Endpoints(ctx, spec.Host)
+	if err != nil {
+		return Store{}, fmt.Errorf("start store: %w", err)
+	}
+	return Store{Host: spec.Host, Addrs: addrs}, nil
+}
+
 // Store is how the harness reaches the store host.
 type Store struct {
 	Host string
@@ -93,6 +108,10 @@ type State struct {
 // what it binds, and — only where hosts share one file system (the local runtime) — the directory
 // that prefixes every ipc:// path, standing in for the host's private /tmp.
 const (
+	// EnvRun is the run id (the io.widetp.run label), on every host and inherited by every
+	// process it starts: what finds a run's processes on the machine (leak checks, the benchmark's
+	// memory sampler).
+	EnvRun      = "WIDETP_RUN"
 	EnvHost     = "WIDETP_HOST"
 	EnvIPCRoot  = "WIDETP_IPC_ROOT"
 	EnvListenIP = "WIDETP_LISTEN_IP"

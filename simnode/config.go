@@ -98,6 +98,10 @@ type Timeouts struct {
 	Lookup Duration `json:"lookup,omitempty"`
 	// Store bounds each request to the store, and the retries of a store that is down at start.
 	Store Duration `json:"store,omitempty"`
+	// StoreStart bounds the wait for a store that is not up yet when the node starts: the harness
+	// starts the store and the nodes in one round, so a node may come up first and wait for the
+	// store's name to resolve and its ports to answer. Default: Store.
+	StoreStart Duration `json:"store_start,omitempty"`
 	// Hang bounds a step that can spin for ever (vLLM's port allocators): after it, the process
 	// is reported hung (report.Process.Hung) and makes no further progress.
 	Hang Duration `json:"hang,omitempty"`
@@ -154,6 +158,9 @@ func (t Timeouts) withDefaults() Timeouts {
 	if t.Hang == 0 {
 		t.Hang = Duration(DefaultHangTimeout)
 	}
+	if t.StoreStart == 0 {
+		t.StoreStart = t.Store
+	}
 	return t
 }
 
@@ -176,7 +183,7 @@ func (c *Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s %q is not an http:// URL", name, u))
 		}
 	}
-	for name, d := range map[string]Duration{"timeouts.rendezvous": c.Timeouts.Rendezvous, "timeouts.lookup": c.Timeouts.Lookup, "timeouts.store": c.Timeouts.Store} {
+	for name, d := range map[string]Duration{"timeouts.rendezvous": c.Timeouts.Rendezvous, "timeouts.lookup": c.Timeouts.Lookup, "timeouts.store": c.Timeouts.Store, "timeouts.store_start": c.Timeouts.StoreStart} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v must be positive", name, time.Duration(d)))
 		}

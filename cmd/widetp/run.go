@@ -70,8 +70,8 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitBadInput
 	}
-	if *runtime != harness.RuntimeDocker && *runtime != harness.RuntimeLocal && *runtime != harness.RuntimeAuto {
-		fmt.Fprintf(stderr, "widetp run: --runtime %q: want docker or local\n", *runtime)
+	if *runtime != harness.RuntimeAuto && !slices.Contains(harness.RuntimeNames(), *runtime) {
+		fmt.Fprintf(stderr, "widetp run: --runtime %q: want %s\n", *runtime, strings.Join(harness.RuntimeNames(), " or "))
 		return exitBadInput
 	}
 	var opts []scenarios.Option
@@ -184,7 +184,7 @@ func (r *runner) progressf(format string, args ...any) {
 
 func (r *runner) run(ctx context.Context, runtime string) int {
 	start := time.Now()
-	rt, err := harness.NewRuntime(ctx, runtime, harness.WithProgress(r.stderr))
+	rt, err := harness.NewRuntime(ctx, runtime, harness.WithProgress(r.stderr), harness.WithBinary(self()))
 	if err != nil {
 		fmt.Fprintf(r.stderr, "widetp run: %v\n", err)
 		return exitInfra
@@ -267,7 +267,7 @@ func (r *runner) print(rep report.Report, got []report.Kind, match bool) error {
 // timings renders the phases in the order they happen.
 func timings(t map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"start_store", "start_nodes", "settle", "collect", "check", "teardown", "total"} {
+	for _, k := range []string{"start", "settle", "collect", "check", "teardown", "total"} {
 		if v, ok := t[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.2fs", k, v))
 		}

@@ -91,7 +91,7 @@ func TestRunLocal(t *testing.T) {
 			t.Errorf("%s: a live process has a PID", p.ID)
 		}
 	}
-	for _, phase := range []string{"start_store", "start_nodes", "settle", "check", "teardown", "total"} {
+	for _, phase := range []string{"start", "settle", "check", "teardown", "total"} {
 		if _, ok := rep.Timings[phase]; !ok {
 			t.Errorf("timings lack %s: %v", phase, rep.Timings)
 		}

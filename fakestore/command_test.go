@@ -1,4 +1,4 @@
-package main
+package fakestore_test
 
 import (
 	"bufio"
@@ -7,19 +7,24 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/widetp/widetp/fakestore"
 )
 
-// TestMain lets a test re-run this test binary as the real command (FAKESTORE_RUN_MAIN=1), so
+// TestMain lets a test re-run this test binary as `widetp store` (FAKESTORE_RUN_MAIN=1), so
 // the signal and exit-code specs exercise a real OS process without a separate build.
 func TestMain(m *testing.M) {
 	if os.Getenv("FAKESTORE_RUN_MAIN") == "1" {
-		main()
-		return
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		code := fakestore.Command(ctx, os.Args[1:], os.Stdout, os.Stderr)
+		stop()
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -1,8 +1,4 @@
-// Command fakestore runs the fake Mooncake store: the HTTP metadata server, the master's
-// operations as JSON over HTTP, the master's admin endpoints and the test endpoints under
-// /_widetp/ (see package fakestore). It serves until SIGTERM or SIGINT, then shuts down cleanly
-// and exits 0. Exit status 2 means bad flags, 1 a failure to serve.
-package main
+package fakestore
 
 import (
 	"context"
@@ -11,12 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/widetp/widetp/fakestore"
 	"github.com/widetp/widetp/fakestore/api"
 )
 
@@ -24,13 +16,15 @@ import (
 // releases at once) get this long before connections are cut.
 const shutdownTimeout = 5 * time.Second
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
-}
+// ReadyLine starts the line `widetp store` prints on stdout once every listener is up (the
+// harness waits for it).
+const ReadyLine = "fakestore: flavor="
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Command is `widetp store`: it runs the fake Mooncake store — the HTTP metadata server, the
+// master's operations as JSON over HTTP, the master's admin endpoints and the test endpoints under
+// /_widetp/ — until ctx ends (the caller cancels it on SIGTERM or SIGINT), then shuts down cleanly.
+// It returns the exit status: 0 after a clean shutdown, 2 for bad flags, 1 for a failure to serve.
+func Command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
@@ -39,7 +33,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fakestore: %v\n", err)
 		return 2
 	}
-	s, err := fakestore.New(cfg)
+	s, err := New(cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "fakestore: %v\n", err)
 		return 2
@@ -48,7 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "fakestore: %v\n", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "fakestore: flavor=%s metadata=%s master=%s admin=%s\n",
+	fmt.Fprintf(stdout, ReadyLine+"%s metadata=%s master=%s admin=%s\n",
 		cfg.Flavor, s.URL(api.PlaneMetadata), s.URL(api.PlaneMaster), s.URL(api.PlaneAdmin))
 	<-ctx.Done()
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
@@ -61,12 +55,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func parseFlags(args []string, stderr io.Writer) (fakestore.Config, error) {
-	var cfg fakestore.Config
-	fs := flag.NewFlagSet("fakestore", flag.ContinueOnError)
+func parseFlags(args []string, stderr io.Writer) (Config, error) {
+	var cfg Config
+	fs := flag.NewFlagSet("widetp store", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `Usage: fakestore [flags]
+		fmt.Fprintf(fs.Output(), `Usage: widetp store [flags]
 
 Runs a fake Mooncake store on three listeners:
   metadata  GET/PUT/DELETE /metadata?key=  (byte-compatible with the chosen --flavor)
@@ -86,14 +80,14 @@ A --fault is comma-separated key=value pairs; kinds: %v. Examples:
   --fault kind=ignore-pings,client=<client id>
 `, api.FaultKinds)
 	}
-	fs.StringVar(&cfg.MetadataAddr, "metadata-addr", fakestore.DefaultMetadataAddr, "listen address of the HTTP metadata server")
-	fs.StringVar(&cfg.MasterAddr, "master-addr", fakestore.DefaultMasterAddr, "listen address of the master's JSON operations")
-	fs.StringVar(&cfg.AdminAddr, "admin-addr", fakestore.DefaultAdminAddr, "listen address of the admin and test endpoints")
-	flavor := fs.String("flavor", string(fakestore.FlavorCPP), "metadata server to imitate: cpp, python or go")
-	dup := fs.String("duplicate-segments", string(fakestore.AcceptDuplicates), "a segment name another client holds: accept (older master) or reject (newer)")
-	fs.DurationVar(&cfg.ClientTTL, "client-ttl", fakestore.DefaultClientTTL, "a client that does not ping for this long expires")
-	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", fakestore.DefaultLeaseTTL, "read lease granted by GetReplicaList and BatchExistKey")
-	fs.Int64Var(&cfg.MaxBody, "max-body", fakestore.DefaultMaxBody, "largest request body in bytes (larger: 413)")
+	fs.StringVar(&cfg.MetadataAddr, "metadata-addr", DefaultMetadataAddr, "listen address of the HTTP metadata server")
+	fs.StringVar(&cfg.MasterAddr, "master-addr", DefaultMasterAddr, "listen address of the master's JSON operations")
+	fs.StringVar(&cfg.AdminAddr, "admin-addr", DefaultAdminAddr, "listen address of the admin and test endpoints")
+	flavor := fs.String("flavor", string(FlavorCPP), "metadata server to imitate: cpp, python or go")
+	dup := fs.String("duplicate-segments", string(AcceptDuplicates), "a segment name another client holds: accept (older master) or reject (newer)")
+	fs.DurationVar(&cfg.ClientTTL, "client-ttl", DefaultClientTTL, "a client that does not ping for this long expires")
+	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", DefaultLeaseTTL, "read lease granted by GetReplicaList and BatchExistKey")
+	fs.Int64Var(&cfg.MaxBody, "max-body", DefaultMaxBody, "largest request body in bytes (larger: 413)")
 	verbose := fs.Bool("v", false, "log store actions (expiry, faults) to stderr")
 	fs.Func("fault", "install a fault at start (repeatable; see below)", func(v string) error {
 		f, err := api.ParseFault(v)
@@ -107,10 +101,10 @@ A --fault is comma-separated key=value pairs; kinds: %v. Examples:
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected arguments %q (fakestore takes only flags)", fs.Args())
+		return cfg, fmt.Errorf("unexpected arguments %q (widetp store takes only flags)", fs.Args())
 	}
-	cfg.Flavor = fakestore.Flavor(*flavor)
-	cfg.DuplicateSegments = fakestore.DuplicatePolicy(*dup)
+	cfg.Flavor = Flavor(*flavor)
+	cfg.DuplicateSegments = DuplicatePolicy(*dup)
 	if cfg.ClientTTL <= 0 || cfg.LeaseTTL <= 0 || cfg.MaxBody <= 0 {
 		return cfg, fmt.Errorf("--client-ttl, --lease-ttl and --max-body must be positive")
 	}
