@@ -90,7 +90,7 @@ func (w *widetpRun) stderr() string { return w.errBuf.String() }
 
 // The progress lines that tell a child's run apart and say it is half-way.
 var (
-	runLine      = regexp.MustCompile(`^widetp: starting the fake store \(\w+ flavor\) on \w+, run (\S+)$`)
+	runLine      = regexp.MustCompile(`^widetp: starting the fake store \(\w+ flavor\) and \d+ node\(s\) on \w+, run ([a-z0-9-]+): `)
 	localDirLine = regexp.MustCompile(`^widetp: local run \S+ in (\S+) on `)
 	nodeUpLine   = regexp.MustCompile(`^widetp: node (\S+) up`)
 )
