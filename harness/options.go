@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"sync"
 	"time"
 )
 
@@ -122,27 +121,10 @@ func (c *config) validate() error {
 	if c.progress == nil {
 		c.progress = io.Discard
 	}
-	if _, ok := c.progress.(*lockedWriter); !ok {
-		// Hosts start concurrently and each reports its own line.
-		c.progress = &lockedWriter{w: c.progress}
-	}
 	bin, err := resolveBinary(c.binary)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	c.binary = bin
 	return errors.Join(errs...)
-}
-
-// lockedWriter serializes the progress lines of concurrent steps: the caller's writer (a test's
-// buffer) need not be safe for concurrent use.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
