@@ -133,15 +133,16 @@ type run struct {
 	report  report.Report
 }
 
-// runScenario runs s on the runtime called rt to its report, which it records as report.json and
-// report.html in artifacts/e2e/<scenario>-<runtime>-<run id> (recordReport). The cluster's
+// runScenario runs s on the runtime called rt (opts: harness.WithPlans for another planner's
+// plans) to its report, which it records as report.json and report.html in
+// artifacts/e2e/<scenario>-<runtime>-<run id> (recordReport). The cluster's
 // teardown is the spec's cleanup, and when the spec fails its artifacts (logs, store snapshot,
 // inspect, ipc listings, and the report again, linking them) go to that directory first.
-func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
+func runScenario(ctx context.Context, s *scenarios.Scenario, rt string, opts ...harness.ClusterOption) *run {
 	GinkgoHelper()
 	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
 	Expect(err).NotTo(HaveOccurred(), "open the %s runtime", rt)
-	c, err := harness.StartCluster(ctx, s, runtime, harness.WithClusterProgress(GinkgoWriter))
+	c, err := harness.StartCluster(ctx, s, runtime, append([]harness.ClusterOption{harness.WithClusterProgress(GinkgoWriter)}, opts...)...)
 	if c == nil {
 		Expect(runtime.Close(ctx)).To(Succeed())
 		Expect(err).NotTo(HaveOccurred())
