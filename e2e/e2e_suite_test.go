@@ -103,9 +103,9 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	Expect(os.Setenv(harness.EnvBinary, setup.Binary)).To(Succeed())
 }, NodeTimeout(imageBuild+engineProbe))
 
-// The first process built the binary (unless $WIDETP_BIN named one); it removes it once every
-// process is done.
-var _ = SynchronizedAfterSuite(func() {}, func() { testbin.Cleanup() })
+// Every process ends its vllm planner; the first process built the binary (unless $WIDETP_BIN
+// named one) and removes it once every process is done.
+var _ = SynchronizedAfterSuite(closeSuiteVLLM, func() { testbin.Cleanup() })
 
 func hasRuntime(name string) bool {
 	for _, r := range suiteRuntimes {
