@@ -9,11 +9,13 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/widetp/widetp/internal/nodeapi"
 )
 
 // EnvHosts maps host names to addresses for a local run ("r0-head=127.4.9.2,store=127.4.9.1"):
 // there is no DNS for local hosts, so simnode (simnode.EnvHosts) resolves peers through it.
-const EnvHosts = "WIDETP_HOSTS"
+const EnvHosts = nodeapi.EnvHosts
 
 // localPath is the PATH a Docker container gets when its image sets none: a host sees the same
 // on both runtimes, not the harness user's PATH.

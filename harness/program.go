@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+
+	"github.com/widetp/widetp/internal/nodeapi"
 )
 
 // Program is a binary a runtime runs on a host: the Docker runtime builds it into an image (FROM
@@ -24,7 +26,7 @@ var Widetp = Program{Name: "widetp"}
 
 // EnvBinary names the widetp binary a harness run uses when WithBinary does not: a Go test that
 // imports the harness is not widetp itself, so it points here at one (`go build ./cmd/widetp`).
-const EnvBinary = "WIDETP_BIN"
+const EnvBinary = nodeapi.EnvBinary
 
 var programName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 

@@ -9,6 +9,7 @@ import (
 	"regexp"
 
 	"github.com/widetp/widetp/harness/ipcdir"
+	"github.com/widetp/widetp/internal/nodeapi"
 )
 
 // Runtime starts and controls the hosts of one run. Implementations: Docker (NewDocker) and Local
@@ -104,24 +105,22 @@ type State struct {
 	OOMKilled bool
 }
 
-// The environment a runtime gives a host's program (simnode's contract, cmd/simnode): who it is,
-// what it binds, and — only where hosts share one file system (the local runtime) — the directory
-// that prefixes every ipc:// path, standing in for the host's private /tmp.
+// The environment a runtime gives a host's program (the node contract, internal/nodeapi).
 const (
 	// EnvRun is the run id (the io.widetp.run label), on every host and inherited by every
-	// process it starts: what finds a run's processes on the machine (leak checks, the benchmark's
-	// memory sampler).
-	EnvRun      = "WIDETP_RUN"
-	EnvHost     = "WIDETP_HOST"
-	EnvIPCRoot  = "WIDETP_IPC_ROOT"
-	EnvListenIP = "WIDETP_LISTEN_IP"
+	// process it starts.
+	EnvRun = nodeapi.EnvRun
+	// EnvHost is the host's name.
+	EnvHost = nodeapi.EnvHost
+	// EnvIPCRoot prefixes every ipc:// path, where hosts share one file system (local).
+	EnvIPCRoot = nodeapi.EnvIPCRoot
+	// EnvListenIP is the address the host's listeners bind.
+	EnvListenIP = nodeapi.EnvListenIP
 )
 
-var dnsLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
-
 func (s NodeSpec) validate() error {
-	if !dnsLabel.MatchString(s.Host) {
-		return fmt.Errorf("node host %q: want a DNS label ([a-z0-9-], at most 63, no leading or trailing '-'): it is the hostname peers resolve", s.Host)
+	if !nodeapi.ValidHost(s.Host) {
+		return fmt.Errorf("node host %q: want %s: it is the hostname peers resolve", s.Host, nodeapi.HostRule)
 	}
 	if err := s.Program.validate(); err != nil {
 		return fmt.Errorf("node %s: %w", s.Host, err)

@@ -90,12 +90,6 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "widetp run: %v\n", err)
 		return exitBadInput
 	}
-	for _, n := range s.Nodes {
-		if n.Host == harness.StoreHost {
-			fmt.Fprintf(stderr, "widetp run: %s: node %s: the name is the fake store's host; rename the node\n", s.File, n.Host)
-			return exitBadInput
-		}
-	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
