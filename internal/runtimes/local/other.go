@@ -1,0 +1,16 @@
+//go:build !linux
+
+package local
+
+import (
+	"context"
+	"errors"
+
+	"github.com/widetp/widetp/internal/runtimes"
+)
+
+// New needs Linux: every 127.x.y.z on the loopback interface, Pdeathsig, sessions read
+// from /proc.
+func New(ctx context.Context, opts ...runtimes.Option) (runtimes.Runtime, error) {
+	return nil, errors.New("the local runtime needs Linux; use --runtime docker")
+}
