@@ -1,6 +1,9 @@
-// Package harness runs a widetp deployment: one host per scenario node plus the fake store, on a
-// Runtime (Docker containers on one network per run, or local process trees), and collects what
-// the hosts leave behind (logs, ipc listings, inspect output) as artifacts.
+// Package runtimes is the contract between the harness and the runtimes that start its hosts, as
+// kind's providers are to its cluster package: the Runtime interface, the NodeSpec of one host, the
+// Program it runs, the options every runtime takes, the labels and owners that tell a run's
+// leftovers apart, and the helpers both runtimes share ($(NAME) expansion, file digests). The
+// runtimes live in packages of their own (internal/runtimes/docker, internal/runtimes/local); the
+// harness package registers them (harness.Runtimes) and is what users import.
 package runtimes
 
 import (
