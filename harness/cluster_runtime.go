@@ -30,6 +30,9 @@ type RuntimeKind struct {
 	// Available is nil when the runtime can run here; else why not (no Docker engine answers).
 	Available func(ctx context.Context) error
 	Floor     func(ctx context.Context, n int, opts ...Option) (time.Duration, error)
+	// Labelled lists what the runtime holds of run runID (of every run when ""): containers,
+	// networks and images on Docker, run directories locally. Leak checks loop over it.
+	Labelled func(ctx context.Context, runID string) ([]Resource, error)
 }
 
 // Runtimes are the registered runtimes, the preferred first. The CLI, the e2e suite and its leak
@@ -39,11 +42,13 @@ func Runtimes() []RuntimeKind {
 		{Name: RuntimeDocker, Summary: "one container per host (FROM scratch), a network per run",
 			Open:      func(ctx context.Context, opts ...Option) (Runtime, error) { return docker.New(ctx, opts...) },
 			Available: func(ctx context.Context) error { return docker.Ping(ctx, runtimes.DefaultConfig().PingTimeout) },
-			Floor:     docker.Floor},
+			Floor:     docker.Floor,
+			Labelled:  docker.Labelled},
 		{Name: RuntimeLocal, Summary: "one process tree per host, with its own loopback address and /tmp",
 			Open:      local.New,
 			Available: func(context.Context) error { return nil },
-			Floor:     local.Floor},
+			Floor:     local.Floor,
+			Labelled:  local.Labelled},
 	}
 }
 
@@ -99,4 +104,14 @@ func Floor(ctx context.Context, name string, n int, opts ...Option) (time.Durati
 		return 0, fmt.Errorf("floor: %w", err)
 	}
 	return k.Floor(ctx, n, opts...)
+}
+
+// Labelled lists what the runtime called name holds of run runID, or of every run when runID is
+// "" (RuntimeKind.Labelled): what a leak check looks for.
+func Labelled(ctx context.Context, name, runID string) ([]Resource, error) {
+	k, err := runtimeKind(name)
+	if err != nil {
+		return nil, err
+	}
+	return k.Labelled(ctx, runID)
 }

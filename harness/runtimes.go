@@ -32,6 +32,8 @@ type (
 	NodeExitedError = runtimes.NodeExitedError
 	// ImageBuildError is an image, or a program's binary, that could not be made ready.
 	ImageBuildError = runtimes.ImageBuildError
+	// Resource is something a run made that a leak check looks for (Labelled).
+	Resource = runtimes.Resource
 	// Owner identifies a harness process across PID reuse (the io.widetp.owner label).
 	Owner = runtimes.Owner
 

@@ -104,3 +104,40 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 func removedElsewhere(err error) bool {
 	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "active endpoints")
 }
+
+// Labelled lists the containers, networks and images on the engine labelled with run runID (any
+// run when runID is ""): what the leak checks look for (images stay: they are a cache).
+func Labelled(ctx context.Context, runID string) ([]runtimes.Resource, error) {
+	cli, err := newEngineClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	var out []runtimes.Resource
+	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter(runID)})
+	if err != nil {
+		return nil, fmt.Errorf("list labelled containers: %w", err)
+	}
+	for _, c := range cs.Items {
+		out = append(out, runtimes.Resource{Kind: "container", Name: strings.TrimPrefix(strings.Join(c.Names, ","), "/"), Labels: c.Labels})
+	}
+	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: runFilter(runID)})
+	if err != nil {
+		return nil, fmt.Errorf("list labelled networks: %w", err)
+	}
+	for _, n := range ns.Items {
+		out = append(out, runtimes.Resource{Kind: "network", Name: n.Name, Labels: n.Labels})
+	}
+	is, err := cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: runFilter(runID)})
+	if err != nil {
+		return nil, fmt.Errorf("list labelled images: %w", err)
+	}
+	for _, im := range is.Items {
+		name := im.ID
+		if len(im.RepoTags) > 0 {
+			name = im.RepoTags[0]
+		}
+		out = append(out, runtimes.Resource{Kind: "image", Name: name, Labels: im.Labels})
+	}
+	return out, nil
+}

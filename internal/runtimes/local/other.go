@@ -14,3 +14,6 @@ import (
 func New(ctx context.Context, opts ...runtimes.Option) (runtimes.Runtime, error) {
 	return nil, errors.New("the local runtime needs Linux; use --runtime docker")
 }
+
+// Labelled finds nothing: no local run can exist here.
+func Labelled(context.Context, string) ([]runtimes.Resource, error) { return nil, nil }
