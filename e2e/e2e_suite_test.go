@@ -140,36 +140,22 @@ type run struct {
 // inspect, ipc listings, and the report again, linking them) go to that directory first.
 func runScenario(ctx context.Context, s *scenarios.Scenario, rt string, opts ...harness.ClusterOption) *run {
 	GinkgoHelper()
-	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
-	Expect(err).NotTo(HaveOccurred(), "open the %s runtime", rt)
-	c, err := harness.StartCluster(ctx, s, runtime, append([]harness.ClusterOption{harness.WithClusterProgress(GinkgoWriter)}, opts...)...)
-	if c == nil {
-		Expect(runtime.Close(ctx)).To(Succeed())
-		Expect(err).NotTo(HaveOccurred())
-	}
-	r := &run{cluster: c}
-	dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+runtime.RunID())
-	// Cleanups run last-registered first: artifacts before the teardown removes the hosts.
+	ss, err := harness.StartSession(ctx, s, harness.WithRuntime(rt), harness.WithRunProgress(GinkgoWriter),
+		harness.WithRuntimeOptions(harness.WithRunID(nextRunID())), harness.WithClusterOptions(opts...))
+	Expect(ss).NotTo(BeNil(), "start %s on %s: %v", s.Name, rt, err)
+	r := &run{cluster: ss.Cluster}
+	dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+ss.RunID())
+	// The session ends in the spec's cleanup, with the artifacts first when the spec failed.
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(c.Close(ctx)).To(Succeed(), "tear down run %s", runtime.RunID())
-	}, NodeTimeout(3*time.Minute))
-	DeferCleanup(func(ctx SpecContext) {
-		if !CurrentSpecReport().Failed() {
-			return
+		artifacts := ""
+		if CurrentSpecReport().Failed() {
+			artifacts = dir
+			AddReportEntry("artifacts", dir)
 		}
-		var rep *report.Report
-		if r.report.Scenario != "" {
-			rep = &r.report
-		}
-		if err := c.WriteArtifacts(ctx, dir, rep); err != nil {
-			AddReportEntry("artifacts", "some artifacts are missing: "+err.Error())
-		}
-		AddReportEntry("artifacts", dir)
-	}, NodeTimeout(time.Minute))
-	Expect(err).NotTo(HaveOccurred(), "start %s on %s", s.Name, rt)
-	Expect(c.Settle(ctx)).To(Succeed(), "settle %s on %s", s.Name, rt)
-	r.report, err = c.Report(ctx)
-	Expect(err).NotTo(HaveOccurred())
+		Expect(ss.Finish(ctx, artifacts)).To(Succeed(), "tear down run %s", ss.RunID())
+	}, NodeTimeout(4*time.Minute))
+	Expect(err).NotTo(HaveOccurred(), "run %s on %s", s.Name, rt)
+	r.report = *ss.Report
 	recordReport(dir, r.report)
 	return r
 }
