@@ -7,6 +7,10 @@ GINKGO  := $(GO) tool ginkgo
 # Every package but the e2e suite: unit tests need no Docker.
 UNIT    := $(shell $(GO) list ./... 2>/dev/null | grep -v '/e2e$$')
 E2E_FLAGS ?=
+# The widetp binary the tests start on their hosts (`widetp node`, `widetp store`): built once
+# here instead of once per test package.
+WIDETP_BIN := $(abspath bin/widetp)
+export WIDETP_BIN
 
 # The nightly job (README, "Nightly CI"): VLLM is a vLLM checkout (a git clone of
 # vllm-project/vllm, or a site-packages directory), NIGHTLY_PROFILE the model profile of its
@@ -26,12 +30,12 @@ deps:
 build: deps
 	$(GO) build -o bin/ ./cmd/...
 
-test: deps
+test: build
 	$(GO) vet ./...
 	$(GO) test -race -count=1 $(UNIT)
 
 # The main job. Runs on Docker when an engine is reachable and on the local runtime otherwise.
-e2e: deps
+e2e: build
 	$(GINKGO) -r --keep-going --junit-report=junit.xml --output-dir=artifacts $(E2E_FLAGS) ./e2e
 
 # widetp conform against $(VLLM): every shipped scenario, then $(NIGHTLY_GENERATE) generated
@@ -58,11 +62,15 @@ nightly:
 	WIDETP_VLLM="$(abspath $(VLLM))" WIDETP_VLLM_PROFILE="$(NIGHTLY_PROFILE)" $(MAKE) e2e || rc=1; \
 	exit $$rc
 
-bench: deps
+# Time to verdict against the runtime's floor, 2 to 64 nodes, both runtimes (docs/bench: the
+# README's table and plot), then the packages' Go benchmarks.
+BENCH_FLAGS ?= --reps 3
+bench: build
+	bin/widetp bench --scenario scenarios/vllm48061-external-lb-wide-tp-buggy.yaml --out docs/bench $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT)
 
-images: deps
-	$(GO) run ./cmd/widetp images
+images: build
+	bin/widetp images
 
 lint: deps
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

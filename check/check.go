@@ -3,7 +3,7 @@
 // (widetp run), so every check here reads only report.Process fields and never asks where they came
 // from.
 //
-// Each check is an independent function over all records (design.md, "Violation kinds": each check
+// Each check is an independent function over all records (README, violation kinds: each check
 // runs over every process that reported, independently of the others): a crash does not hide a
 // mismatch, and a missing record does not make a check pass silently where the remaining records
 // still decide it.

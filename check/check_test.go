@@ -72,7 +72,7 @@ func TestRun(t *testing.T) {
 			procs: pre48061, want: append(append([]want{}, crashes...), r1Mismatch...)},
 
 		// process-crashed
-		{name: "a signal nobody asked for is a crash", source: "design.md process-crashed: killed without a fault asking for it",
+		{name: "a signal nobody asked for is a crash", source: "README process-crashed: killed without a fault asking for it",
 			procs: edit(healthy, func(p *report.Process) { p.Exit = &report.Exit{Code: -9, Signal: "SIGKILL"} }, "r0-head/0/api-server-0"),
 			want:  []want{{report.ProcessCrashed, []string{"r0-head/0/api-server-0"}, []string{"api-server on r0-head", "(no replica)", "was killed by SIGKILL"}}}},
 		{name: "an exit a fault or the teardown asked for is not a crash", source: "report.Exit.Expected",
@@ -98,7 +98,7 @@ func TestRun(t *testing.T) {
 			procs: edit(drop(healthy, "r1-head/0/engine-core-0"), mooncake(0), "r1-follower1/0/headless-0/worker-0"),
 			want: []want{{report.DPIndexMismatch, []string{"r1-follower1/0/headless-0/worker-0", "r1-head/0/engine-core-0/worker-0"},
 				[]string{"engine core did not report; its rank-0 worker r1-head/0/engine-core-0/worker-0 has data_parallel_index 1"}}}},
-		{name: "the head node missing entirely: members agree on data_parallel_index", source: "design.md: a replica is the set of processes that joined one rendezvous",
+		{name: "the head node missing entirely: members agree on data_parallel_index", source: "README (how the checks group records): a replica is the set of processes that joined one rendezvous",
 			procs: edit(drop(healthy, "r1-head/0/engine-core-0", "r1-head/0/engine-core-0/worker-0", "r1-head/0/engine-core-0/worker-1"), mooncake(0), "r1-follower1/0/headless-0/worker-0"),
 			want:  []want{{report.DPIndexMismatch, []string{"r1-follower1/0/headless-0/worker-0"}, []string{"every member has data_parallel_index 1"}}}},
 		{name: "no reference and members disagree: their Mooncake indices must still agree", source: "mooncake_store_worker.py: server and clients of one replica compute one path",
@@ -161,11 +161,11 @@ func TestRun(t *testing.T) {
 			want:  []want{{report.ProcessCrashed, []string{"r1-head/0/engine-core-0"}, []string{"RuntimeError: Worker failed"}}}},
 
 		// segment-name-collision
-		{name: "two live workers with one segment name", source: "mooncake-store.md §1: the segment name is local_hostname host:port",
+		{name: "two live workers with one segment name", source: "Mooncake mooncake-store/src/client.cpp: the segment name is local_hostname host:port",
 			procs: edit(healthy, func(p *report.Process) { p.Segment = "r0-head:12300" }, "r0-head/0/engine-core-0/worker-1"),
 			want: []want{{report.SegmentNameCollision, []string{"r0-head/0/engine-core-0/worker-0", "r0-head/0/engine-core-0/worker-1"},
 				[]string{`2 live processes hold Mooncake segment "r0-head:12300"`}}}},
-		{name: "a crashed holder's segment expires", source: "mooncake-store.md §2: a client that stops pinging expires",
+		{name: "a crashed holder's segment expires", source: "Mooncake mooncake-store/src/master_service.cpp: a client that stops pinging expires",
 			procs: edit(edit(healthy, func(p *report.Process) { p.Segment = "r0-head:12300" }, "r0-head/0/engine-core-0/worker-1"), crash("AssertionError"), "r0-head/0/engine-core-0/worker-0"),
 			want:  []want{{report.ProcessCrashed, []string{"r0-head/0/engine-core-0/worker-0"}, nil}}},
 

@@ -6,7 +6,7 @@ import (
 	"github.com/widetp/widetp/report"
 )
 
-// A replica is the set of processes that joined one rendezvous (design.md): the records with the
+// A replica is the set of processes that joined one rendezvous (README, "how the checks group records"): the records with the
 // same report.Process.Replica — the world address and DP slot of the replica's workers — that
 // belong to one engine. Two engines never share a slot in a working deployment, but when two
 // claim one (vLLM#53743: an overwritten --data-parallel-rank) each engine and its descendants are
@@ -163,7 +163,7 @@ func isEngine(p *report.Process) bool {
 }
 
 // replicaIndex decides a replica's global DP index: the data_parallel_index of the replica's
-// engine core (design.md, dp-index-mismatch). An engine core that crashed still counts: its
+// engine core (README, dp-index-mismatch). An engine core that crashed still counts: its
 // identity was fixed by its config before anything could fail, and a crash is reported on its own.
 // When no engine core reported (its node never came up, or a record was lost), the rank-0 worker
 // stands in: vLLM's workers run with a copy of their engine core's vllm_config

@@ -8,7 +8,7 @@ import (
 
 // segmentNameCollision reports Mooncake segment names held by more than one live process. A
 // segment is named by its local_hostname (host:port); the master either keeps both registrations
-// under one name or refuses the second, depending on its version (mooncake-store.md §2), and in
+// under one name or refuses the second, depending on its version (mooncake-store/src/master_service.cpp MountSegment), and in
 // both cases one worker's KV cache is unreachable by name. Crashed holders no longer hold theirs:
 // the master expires a client that stops pinging.
 func segmentNameCollision(procs []report.Process) []report.Violation {

@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/internal/testbin"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 )
@@ -60,30 +61,51 @@ var suiteRuntimes []string
 // engineProbe bounds the check for a Docker engine: a local engine answers in milliseconds.
 const engineProbe = 5 * time.Second
 
-// imageBuild bounds building the two images ahead of the specs (a cold cgo build of simnode on
-// two cores takes about a minute).
+// imageBuild bounds building widetp (when $WIDETP_BIN names none: a cold cgo build on two cores
+// takes about a minute) and its image ahead of the specs.
 const imageBuild = 10 * time.Minute
 
+// suiteSetup is what the first parallel process decides for all of them.
+type suiteSetup struct {
+	Runtimes []string
+	// Binary is the widetp binary every run starts on its hosts ($WIDETP_BIN, or built once).
+	Binary string
+}
+
 var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
-	rts := []string{harness.RuntimeLocal}
-	if err := harness.Ping(ctx, engineProbe); err != nil {
-		why := strings.SplitN(err.Error(), "\n", 2)[0]
-		AddReportEntry("runtimes", "no Docker engine answered ("+why+"): every scenario runs on the local runtime only")
-		fmt.Fprintf(os.Stderr, "e2e: no Docker engine answered (%s): every scenario runs on the local runtime only\n", why)
-	} else {
-		rts = []string{harness.RuntimeDocker, harness.RuntimeLocal}
-		// Built once here, not by every parallel process at its first spec.
-		_, err := harness.BuildImages(ctx, []harness.Program{harness.SimNode, harness.FakeStore}, harness.WithModuleRoot(moduleRoot))
-		Expect(err).NotTo(HaveOccurred(), "build the images")
-		AddReportEntry("runtimes", "a Docker engine answered: every scenario runs on Docker and on the local runtime, with parity specs")
-		fmt.Fprintln(os.Stderr, "e2e: a Docker engine answered: every scenario runs on docker and local, with parity specs")
+	bin, err := testbin.Widetp()
+	Expect(err).NotTo(HaveOccurred(), "a widetp binary for the hosts")
+	// Every registered runtime this machine can run; Docker's image is built once here, not by
+	// every parallel process at its first spec.
+	var rts []string
+	for _, k := range harness.Runtimes() {
+		if err := k.Available(ctx); err != nil {
+			why := strings.SplitN(err.Error(), "\n", 2)[0]
+			AddReportEntry("runtimes", "no "+k.Name+" runtime ("+why+"): its specs skip")
+			fmt.Fprintf(os.Stderr, "e2e: no %s runtime (%s): its specs skip\n", k.Name, why)
+			continue
+		}
+		rts = append(rts, k.Name)
+		if k.Name == harness.RuntimeDocker {
+			_, err := harness.BuildImages(ctx, []harness.Program{harness.Widetp})
+			Expect(err).NotTo(HaveOccurred(), "build the image")
+		}
 	}
-	b, err := json.Marshal(rts)
+	AddReportEntry("runtimes", "every scenario runs on "+strings.Join(rts, " and ")+(map[bool]string{true: ", with parity specs"}[len(rts) > 1]))
+	fmt.Fprintf(os.Stderr, "e2e: every scenario runs on %s\n", strings.Join(rts, " and "))
+	b, err := json.Marshal(suiteSetup{Runtimes: rts, Binary: bin})
 	Expect(err).NotTo(HaveOccurred())
 	return b
 }, func(b []byte) {
-	Expect(json.Unmarshal(b, &suiteRuntimes)).To(Succeed())
+	var setup suiteSetup
+	Expect(json.Unmarshal(b, &setup)).To(Succeed())
+	suiteRuntimes = setup.Runtimes
+	Expect(os.Setenv(harness.EnvBinary, setup.Binary)).To(Succeed())
 }, NodeTimeout(imageBuild+engineProbe))
+
+// Every process ends its vllm planner; the first process built the binary (unless $WIDETP_BIN
+// named one) and removes it once every process is done.
+var _ = SynchronizedAfterSuite(closeSuiteVLLM, func() { testbin.Cleanup() })
 
 func hasRuntime(name string) bool {
 	for _, r := range suiteRuntimes {
@@ -118,36 +140,22 @@ type run struct {
 // inspect, ipc listings, and the report again, linking them) go to that directory first.
 func runScenario(ctx context.Context, s *scenarios.Scenario, rt string, opts ...harness.ClusterOption) *run {
 	GinkgoHelper()
-	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithModuleRoot(moduleRoot), harness.WithProgress(GinkgoWriter))
-	Expect(err).NotTo(HaveOccurred(), "open the %s runtime", rt)
-	c, err := harness.StartCluster(ctx, s, runtime, append([]harness.ClusterOption{harness.WithClusterProgress(GinkgoWriter)}, opts...)...)
-	if c == nil {
-		Expect(runtime.Close(ctx)).To(Succeed())
-		Expect(err).NotTo(HaveOccurred())
-	}
-	r := &run{cluster: c}
-	dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+runtime.RunID())
-	// Cleanups run last-registered first: artifacts before the teardown removes the hosts.
+	ss, err := harness.StartSession(ctx, s, harness.WithRuntime(rt), harness.WithRunProgress(GinkgoWriter),
+		harness.WithRuntimeOptions(harness.WithRunID(nextRunID())), harness.WithClusterOptions(opts...))
+	Expect(ss).NotTo(BeNil(), "start %s on %s: %v", s.Name, rt, err)
+	r := &run{cluster: ss.Cluster}
+	dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+ss.RunID())
+	// The session ends in the spec's cleanup, with the artifacts first when the spec failed.
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(c.Close(ctx)).To(Succeed(), "tear down run %s", runtime.RunID())
-	}, NodeTimeout(3*time.Minute))
-	DeferCleanup(func(ctx SpecContext) {
-		if !CurrentSpecReport().Failed() {
-			return
+		artifacts := ""
+		if CurrentSpecReport().Failed() {
+			artifacts = dir
+			AddReportEntry("artifacts", dir)
 		}
-		var rep *report.Report
-		if r.report.Scenario != "" {
-			rep = &r.report
-		}
-		if err := c.WriteArtifacts(ctx, dir, rep); err != nil {
-			AddReportEntry("artifacts", "some artifacts are missing: "+err.Error())
-		}
-		AddReportEntry("artifacts", dir)
-	}, NodeTimeout(time.Minute))
-	Expect(err).NotTo(HaveOccurred(), "start %s on %s", s.Name, rt)
-	Expect(c.Settle(ctx)).To(Succeed(), "settle %s on %s", s.Name, rt)
-	r.report, err = c.Report(ctx)
-	Expect(err).NotTo(HaveOccurred())
+		Expect(ss.Finish(ctx, artifacts)).To(Succeed(), "tear down run %s", ss.RunID())
+	}, NodeTimeout(4*time.Minute))
+	Expect(err).NotTo(HaveOccurred(), "run %s on %s", s.Name, rt)
+	r.report = *ss.Report
 	recordReport(dir, r.report)
 	return r
 }

@@ -18,8 +18,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/harness"
 )
 
@@ -30,15 +28,13 @@ import (
 var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, Label("leak"), func() {
 	var widetp string
 
-	BeforeAll(func(ctx SpecContext) {
-		widetp = filepath.Join(GinkgoT().TempDir(), "widetp")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", widetp, "./cmd/widetp")
-		cmd.Dir = moduleRoot
-		out, err := cmd.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "build widetp: %s", out)
-	}, NodeTimeout(5*time.Minute))
+	BeforeAll(func() {
+		// The suite's widetp binary (the hosts run it too).
+		widetp = os.Getenv(harness.EnvBinary)
+		Expect(widetp).NotTo(BeEmpty())
+	})
 
-	for _, rt := range []string{harness.RuntimeDocker, harness.RuntimeLocal} {
+	for _, rt := range harness.RuntimeNames() {
 		It("sweeps, at the next run, what a `widetp run` SIGKILLed half-way left on "+rt, Label(rt), func(ctx SpecContext) {
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
@@ -48,7 +44,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
 			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
 
-			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithModuleRoot(moduleRoot), harness.WithProgress(GinkgoWriter))
+			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
 			Expect(err).NotTo(HaveOccurred())
 			Expect(next.Close(ctx)).To(Succeed())
 			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
@@ -71,7 +67,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 		}, SpecTimeout(4*time.Minute))
 	}
 
-	It("finds nothing labelled io.widetp.run and no simnode or fakestore process of this suite's runs", func(ctx SpecContext) {
+	It("finds nothing labelled io.widetp.run and no widetp node or store process of this suite's runs", func(ctx SpecContext) {
 		Expect(suiteLeftovers(ctx)).To(BeEmpty())
 	}, SpecTimeout(time.Minute))
 })
@@ -92,7 +88,7 @@ func (w *widetpRun) stderr() string { return w.errBuf.String() }
 
 // The progress lines that tell a child's run apart and say it is half-way.
 var (
-	runLine      = regexp.MustCompile(`^widetp: starting the fake store \(\w+ flavor\) on \w+, run (\S+)$`)
+	runLine      = regexp.MustCompile(`^widetp: starting the fake store \(\w+ flavor\) and \d+ node\(s\) on \w+, run ([a-z0-9-]+): `)
 	localDirLine = regexp.MustCompile(`^widetp: local run \S+ in (\S+) on `)
 	nodeUpLine   = regexp.MustCompile(`^widetp: node (\S+) up`)
 )
@@ -161,20 +157,14 @@ func startWidetpRun(ctx context.Context, widetp, rt string) *widetpRun {
 func leftovers(ctx context.Context, rt string, w *widetpRun) []string {
 	GinkgoHelper()
 	var out []string
+	rs, err := harness.Labelled(ctx, rt, w.runID)
+	Expect(err).NotTo(HaveOccurred())
+	for _, r := range rs {
+		if r.Kind != "image" { // a cache, kept on purpose
+			out = append(out, r.String())
+		}
+	}
 	if rt == harness.RuntimeDocker {
-		cli := engine()
-		defer cli.Close()
-		f := make(client.Filters).Add("label", harness.LabelRun+"="+w.runID)
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-		Expect(err).NotTo(HaveOccurred())
-		for _, c := range cs.Items {
-			out = append(out, "container "+strings.Join(c.Names, ","))
-		}
-		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-		Expect(err).NotTo(HaveOccurred())
-		for _, n := range ns.Items {
-			out = append(out, "network "+n.Name)
-		}
 		return out
 	}
 	if _, err := os.Stat(w.dir); err == nil {
@@ -188,14 +178,8 @@ func leftovers(ctx context.Context, rt string, w *widetpRun) []string {
 	return out
 }
 
-func engine() *client.Client {
-	GinkgoHelper()
-	cli, err := client.New(client.FromEnv)
-	Expect(err).NotTo(HaveOccurred())
-	return cli
-}
-
-// simProcess is a simnode or fakestore process of this machine.
+// simProcess is a host program of a run on this machine: `widetp node` (with its simulated
+// processes, `widetp node process`) or `widetp store`.
 type simProcess struct {
 	pid     int
 	name    string
@@ -206,7 +190,8 @@ func (p simProcess) String() string {
 	return fmt.Sprintf("process %d (%s, ipc root %q)", p.pid, p.name, p.ipcRoot)
 }
 
-// simulatedProcesses scans /proc for simnode and fakestore processes (a container's show up too).
+// simulatedProcesses scans /proc for widetp node and store processes (a container's show up too),
+// by their command line: the binary is widetp's (a test build in a temp directory included).
 func simulatedProcesses() []simProcess {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -218,14 +203,15 @@ func simulatedProcesses() []simProcess {
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil {
 			continue
 		}
-		name := strings.TrimSpace(string(comm))
-		if name != "simnode" && name != "fakestore" {
+		argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(argv) < 2 || filepath.Base(argv[0]) != "widetp" || (argv[1] != "node" && argv[1] != "store") {
 			continue
 		}
+		name := "widetp " + argv[1]
 		p := simProcess{pid: pid, name: name}
 		if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil {
 			for _, kv := range strings.Split(string(env), "\x00") {
@@ -263,7 +249,7 @@ func parentOf(pid int) (int, error) {
 }
 
 // suiteLeftovers lists every container or network labelled io.widetp.run whose owner is this
-// suite or is gone, and every simnode or fakestore process of a local run directory whose owner is
+// suite or is gone, and every widetp node or store process of a local run directory whose owner is
 // this suite or gone (or whose directory is gone). Runs of other live harness processes — another
 // terminal on a shared machine — are someone else's. Images stay: they are a cache by content.
 func suiteLeftovers(ctx context.Context) []string {
@@ -276,21 +262,11 @@ func suiteLeftovers(ctx context.Context) []string {
 	}
 	var out []string
 	if hasRuntime(harness.RuntimeDocker) {
-		cli := engine()
-		defer cli.Close()
-		all := make(client.Filters).Add("label", harness.LabelRun)
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: all})
+		rs, err := harness.Labelled(ctx, harness.RuntimeDocker, "")
 		Expect(err).NotTo(HaveOccurred())
-		for _, c := range cs.Items {
-			if mine(c.Labels[harness.LabelOwner]) {
-				out = append(out, fmt.Sprintf("container %s of run %s (owner %s)", strings.Join(c.Names, ","), c.Labels[harness.LabelRun], c.Labels[harness.LabelOwner]))
-			}
-		}
-		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: all})
-		Expect(err).NotTo(HaveOccurred())
-		for _, n := range ns.Items {
-			if mine(n.Labels[harness.LabelOwner]) {
-				out = append(out, fmt.Sprintf("network %s of run %s (owner %s)", n.Name, n.Labels[harness.LabelRun], n.Labels[harness.LabelOwner]))
+		for _, r := range rs {
+			if r.Kind != "image" && mine(r.Labels[harness.LabelOwner]) {
+				out = append(out, r.String())
 			}
 		}
 	}

@@ -103,11 +103,12 @@ func theVLLMPlanner() (*probe.Planner, string) {
 	return suiteVLLM.planner, suiteVLLM.profile
 }
 
-var _ = AfterSuite(func() {
+// closeSuiteVLLM ends this process's vllm planner, if it started one (SynchronizedAfterSuite).
+func closeSuiteVLLM() {
 	if suiteVLLM.planner != nil {
 		Expect(suiteVLLM.planner.Close()).To(Succeed())
 	}
-})
+}
 
 // planned is a shipped scenario and its plans by one planner, with the processes those plans run
 // as on paper (vllm.PredictPlans): what a live run of them must show.

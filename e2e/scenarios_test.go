@@ -35,7 +35,7 @@ var _ = Describe("every scenario", Label(labelPlannerModel), func() {
 		Describe(s.Name, labels, Ordered, ContinueOnFailure, func() {
 			observed := map[string]report.Report{}
 			ran := map[string]bool{}
-			for _, rt := range []string{harness.RuntimeDocker, harness.RuntimeLocal} {
+			for _, rt := range harness.RuntimeNames() {
 				It("runs on "+rt+" and shows exactly its expected violations, as predicted", Label(rt), func(ctx SpecContext) {
 					if !hasRuntime(rt) {
 						Skip("no Docker engine answered: the scenario runs on the local runtime")

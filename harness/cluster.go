@@ -14,6 +14,7 @@ import (
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/fakestore/api"
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/report/htmlreport"
 	"github.com/widetp/widetp/scenarios"
@@ -36,8 +37,9 @@ type Cluster struct {
 	dead map[string]error
 }
 
-// StartCluster starts the fake store of s (its flavor) on rt, then every node of s at once, each
-// running simnode with its config, and returns once every node printed its ready line. On error
+// StartCluster starts the fake store of s (its flavor) and every node of s on rt in one round,
+// each node running `widetp node` with its config, and returns once every host printed its ready
+// line. On error
 // the cluster is returned with it whenever anything started, so that the caller can Close it (and
 // write its artifacts first): a node that died early carries its last log lines in the error.
 // The cluster owns rt from here on: Close closes it.
@@ -65,34 +67,42 @@ func StartCluster(ctx context.Context, s *scenarios.Scenario, rt Runtime, opts .
 	}
 	c := &Cluster{s: s, rt: rt, cfg: cfg, timings: map[string]float64{}, dead: map[string]error{}}
 
+	// One round: the store and every node start together. A node that comes up first waits for
+	// the store by name (its store_start bound), so nothing waits for a round of its own.
 	start := time.Now()
-	c.progressf("starting the fake store (%s flavor) on %s, run %s", s.Store.Flavor, rt.Name(), rt.RunID())
-	store, err := rt.StartStore(ctx, storeSpec(s))
-	c.timing("start_store", start)
-	if err != nil {
-		return c, fmt.Errorf("start cluster %s: %w", s.Name, err)
-	}
-	c.store = store
-	c.client, err = client.New(
-		client.WithMetadataURL("http://"+store.Addrs[storeMetadataPort]),
-		client.WithMasterURL("http://"+store.Addrs[storeMasterPort]),
-		client.WithAdminURL("http://"+store.Addrs[storeAdminPort]))
-	if err != nil {
-		return c, fmt.Errorf("start cluster %s: store client: %w", s.Name, err)
-	}
-
-	start = time.Now()
 	hosts := make([]string, len(specs))
 	for i, sp := range specs {
 		hosts[i] = sp.Host
 	}
-	c.progressf("starting %d node(s): %s", len(specs), strings.Join(hosts, ", "))
-	err = rt.StartNodes(ctx, specs...)
-	c.timing("start_nodes", start)
+	c.progressf("starting the fake store (%s flavor) and %d node(s) on %s, run %s: %s", s.Store.Flavor, len(specs), rt.Name(), rt.RunID(), strings.Join(hosts, ", "))
+	err := rt.StartNodes(ctx, append([]NodeSpec{storeSpec(s)}, specs...)...)
+	c.timing("start", start)
+	// The store's client, whenever the store came up: a failed node's artifacts need it.
+	if serr := c.connectStore(ctx); serr != nil && err == nil {
+		err = serr
+	}
 	if err != nil {
 		return c, fmt.Errorf("start cluster %s: %w", s.Name, err)
 	}
 	return c, nil
+}
+
+// connectStore makes the store's client from the ports the runtime published.
+func (c *Cluster) connectStore(ctx context.Context) error {
+	addrs, err := c.rt.Endpoints(ctx, StoreHost)
+	if err != nil {
+		return err
+	}
+	c.store = Store{Host: StoreHost, Addrs: addrs}
+	c.client, err = client.New(
+		client.WithMetadataURL("http://"+addrs[nodeapi.StoreMetadataPort]),
+		client.WithMasterURL("http://"+addrs[nodeapi.StoreMasterPort]),
+		client.WithAdminURL("http://"+addrs[nodeapi.StoreAdminPort]))
+	if err != nil {
+		c.client = nil
+		return fmt.Errorf("store client: %w", err)
+	}
+	return nil
 }
 
 // Scenario is the scenario the cluster runs.
@@ -348,8 +358,8 @@ func (c *Cluster) Report(ctx context.Context) (report.Report, error) {
 	return rep, nil
 }
 
-// Timings are the seconds each phase took so far: start_store, start_nodes, settle, collect,
-// check (and teardown after Close).
+// Timings are the seconds each phase took so far: start (the store and every node, one round),
+// settle, collect, check (and teardown after Close).
 func (c *Cluster) Timings() map[string]float64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -455,32 +465,17 @@ func (c *Cluster) WriteArtifacts(ctx context.Context, dir string, rep *report.Re
 	return errors.Join(errs...)
 }
 
-// Close tears the cluster down: SIGTERM to every node at once (their processes then post exits
-// marked expected, and a node gets the runtime's stop grace before SIGKILL), then the runtime's
-// Close, which removes hosts, network and scratch files. It runs even when ctx is done (after an
-// interrupt), bounded by its own teardown bound, and joins every failure.
+// Close tears the cluster down: the runtime's Close removes every host at once (their programs
+// are killed: the report was read before), then the network and scratch files. It runs even when
+// ctx is done (after an interrupt), bounded by its own teardown bound, and joins every failure.
 func (c *Cluster) Close(ctx context.Context) error {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.teardown)
 	defer cancel()
-	var steps []func() error
-	for _, h := range c.rt.Hosts() {
-		if h == StoreHost {
-			continue
-		}
-		steps = append(steps, func() error {
-			if err := c.rt.Stop(ctx, h); err != nil {
-				return fmt.Errorf("stop node %s: %w", h, err)
-			}
-			return nil
-		})
-	}
-	if len(steps) > 0 {
-		c.progressf("tearing down %d node(s) and the store", len(steps))
-	}
-	errs := []error{runConcurrently(steps), c.rt.Close(ctx)}
+	c.progressf("tearing down %d host(s)", len(c.rt.Hosts()))
+	err := c.rt.Close(ctx)
 	c.timing("teardown", start)
-	if err := errors.Join(errs...); err != nil {
+	if err != nil {
 		return fmt.Errorf("close cluster %s: %w", c.s.Name, err)
 	}
 	return nil

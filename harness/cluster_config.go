@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
 )
@@ -38,6 +39,9 @@ type NodeTimeouts struct {
 	Lookup time.Duration
 	// Store bounds each request to the store.
 	Store time.Duration
+	// StoreStart bounds a node's wait for the store at its start (the store starts in the same
+	// round as the nodes); zero means Store.
+	StoreStart time.Duration
 }
 
 // Bounds derived from a scenario. A simulated deployment starts every member of every rendezvous
@@ -57,6 +61,10 @@ const (
 	lookupTimeout = 2 * time.Second
 	// storeTimeout is simnode's default: Mooncake's metadata client bound plus a few retries.
 	storeTimeout = 5 * time.Second
+	// storeStartTimeout bounds a node's wait for the store, which starts in the same round: the
+	// store is up within a second of its container, but a round of 65 containers on 2 shared
+	// cores can start it well after the first node.
+	storeStartTimeout = 60 * time.Second
 	// startupBase and startupPerGPU bound the start-up itself before the waits: images or binaries
 	// are built by then, so this is process starts on 2 cores, generously.
 	startupBase   = 30 * time.Second
@@ -76,6 +84,7 @@ func clusterDefaults(s *scenarios.Scenario) clusterConfig {
 		Rendezvous: rendezvousBase + time.Duration(gpus)*rendezvousPerGPU,
 		Lookup:     lookupTimeout,
 		Store:      storeTimeout,
+		StoreStart: storeStartTimeout,
 	}
 	return clusterConfig{progress: io.Discard, timeouts: t, settle: settleBound(t, gpus), teardown: clusterTeardown}
 }
@@ -141,23 +150,15 @@ func (c *clusterConfig) validate(s *scenarios.Scenario) error {
 	return nil
 }
 
-// StoreHost is the fake store's host name in every run. It is not a valid scenario host name
-// (those are the scenario's nodes; one named so is refused), and it is what the nodes' store URLs
-// name, resolved by the engine's DNS in Docker and through WIDETP_HOSTS locally.
-const StoreHost = "widetp-store"
+// StoreHost is the fake store's host name in every run (nodeapi.StoreHost): not a valid scenario
+// host name, and what the nodes' store URLs name.
+const StoreHost = nodeapi.StoreHost
 
-// The fake store's ports: its defaults (fakestore.Default*Addr).
-const (
-	storeMetadataPort = 8080
-	storeMasterPort   = 50052
-	storeAdminPort    = 9003
+// storeReady and nodeReady match the lines `widetp store` and `widetp node` print once up.
+var (
+	storeReady = regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.StoreReady))
+	nodeReady  = regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.NodeReady))
 )
-
-// storeReady is the line cmd/fakestore prints once every listener is up.
-var storeReady = regexp.MustCompile(`^fakestore: flavor=`)
-
-// nodeReady is the line simnode prints once it started every command (simnode.ReadyLine).
-var nodeReady = regexp.MustCompile(`^simnode: node `)
 
 // storeSpec is the fake store of s. Each listener binds the host's own address,
 // $(WIDETP_LISTEN_IP), which the runtime expands: the run's loopback address for the store host
@@ -167,84 +168,46 @@ func storeSpec(s *scenarios.Scenario) NodeSpec {
 	addr := func(port int) string { return "$(" + EnvListenIP + "):" + strconv.Itoa(port) }
 	return NodeSpec{
 		Host:    StoreHost,
-		Program: FakeStore,
+		Program: Widetp,
 		Args: []string{
+			"store",
 			"-flavor=" + s.Store.Flavor,
-			"-metadata-addr=" + addr(storeMetadataPort),
-			"-master-addr=" + addr(storeMasterPort),
-			"-admin-addr=" + addr(storeAdminPort),
+			"-metadata-addr=" + addr(nodeapi.StoreMetadataPort),
+			"-master-addr=" + addr(nodeapi.StoreMasterPort),
+			"-admin-addr=" + addr(nodeapi.StoreAdminPort),
 		},
 		Ready: storeReady,
-		Ports: []int{storeMetadataPort, storeMasterPort, storeAdminPort},
+		Ports: nodeapi.StorePorts(),
 	}
 }
 
-// nodeConfig is simnode's Config as JSON (simnode.Config; a spec decodes one into the other
-// strictly, so the two cannot drift). The harness does not import simnode: that would link
-// libzmq into every harness user through cgo.
-type nodeConfig struct {
-	Host     string            `json:"host"`
-	GPUs     int               `json:"gpus"`
-	Commands []string          `json:"commands"`
-	Model    nodeModel         `json:"model"`
-	Profile  vllm.Profile      `json:"profile"`
-	Env      map[string]string `json:"env,omitempty"`
-	Seed     string            `json:"seed"`
-	Store    nodeStoreURLs     `json:"store"`
-	Timeouts nodeTimeoutsJSON  `json:"timeouts"`
-	// Deployment is every node of the scenario (simnode.Config.Deployment): a node plans the
-	// whole deployment, as explain does, for the processes that dial another node's.
-	Deployment []nodeDeployment `json:"deployment,omitempty"`
-	Plan       *vllm.NodePlan   `json:"plan,omitempty"`
-}
-
-type nodeDeployment struct {
-	Host     string            `json:"host"`
-	GPUs     int               `json:"gpus,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-	Commands []string          `json:"commands"`
-}
-
-type nodeModel struct {
-	Name string `json:"name"`
-	MoE  bool   `json:"moe"`
-}
-
-type nodeStoreURLs struct {
-	Metadata string `json:"metadata"`
-	Master   string `json:"master"`
-	Admin    string `json:"admin"`
-}
-
-type nodeTimeoutsJSON struct {
-	Rendezvous string `json:"rendezvous"`
-	Lookup     string `json:"lookup"`
-	Store      string `json:"store"`
-}
-
-// nodeEnvConfig is where simnode reads its config (simnode.EnvConfig).
-const nodeEnvConfig = "WIDETP_NODE_CONFIG"
-
-// nodeSpec is node n of s: simnode with its config — the node's commands and GPUs, the scenario's
-// model and resolved profile, the environment layered (scenario, then node), the scenario name as
-// the seed (explain seeds the model with it, so engine_ids match the prediction), the store by its
-// host name, and the run's bounds.
+// nodeSpec is node n of s: `widetp node` with its config (nodeapi.Config) — the node's commands
+// and GPUs, the scenario's model and resolved profile, the environment layered (scenario, then
+// node), the scenario name as the seed (explain seeds the model with it, so engine_ids match the
+// prediction), the store by its host name, and the run's bounds. The harness does not import
+// simnode: that would link libzmq into every harness user through cgo.
 func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vllm.NodePlan) (NodeSpec, error) {
-	url := func(port int) string { return "http://" + StoreHost + ":" + strconv.Itoa(port) }
-	cfg := nodeConfig{
+	profile, err := json.Marshal(s.Resolved)
+	if err != nil {
+		return NodeSpec{}, fmt.Errorf("node %s: encode its profile: %w", n.Host, err)
+	}
+	cfg := nodeapi.Config{
 		Host:     n.Host,
 		GPUs:     n.GPUs,
 		Commands: n.Commands,
-		Model:    nodeModel{Name: s.Model.Name, MoE: s.Model.MoE},
-		Profile:  s.Resolved,
+		Model:    nodeapi.Model{Name: s.Model.Name, MoE: s.Model.MoE},
+		Profile:  profile,
 		Env:      s.Environ(n),
 		Seed:     s.Name,
-		Store:    nodeStoreURLs{Metadata: url(storeMetadataPort), Master: url(storeMasterPort), Admin: url(storeAdminPort)},
-		Timeouts: nodeTimeoutsJSON{Rendezvous: t.Rendezvous.String(), Lookup: t.Lookup.String(), Store: t.Store.String()},
-		Plan:     plan,
+		Store:    nodeapi.StoreURLsAt(StoreHost),
+		Timeouts: nodeapi.Timeouts{
+			Rendezvous: nodeapi.Duration(t.Rendezvous), Lookup: nodeapi.Duration(t.Lookup),
+			Store: nodeapi.Duration(t.Store), StoreStart: nodeapi.Duration(t.StoreStart),
+		},
+		Plan: plan,
 	}
 	for _, m := range s.Nodes {
-		cfg.Deployment = append(cfg.Deployment, nodeDeployment{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
+		cfg.Deployment = append(cfg.Deployment, nodeapi.DeploymentNode{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
@@ -252,9 +215,9 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 	}
 	return NodeSpec{
 		Host:    n.Host,
-		Program: SimNode,
+		Program: Widetp,
 		Args:    []string{"node"},
-		Env:     map[string]string{nodeEnvConfig: string(b)},
+		Env:     map[string]string{nodeapi.EnvConfig: string(b)},
 		Ready:   nodeReady,
 	}, nil
 }

@@ -46,7 +46,7 @@ func TestNodeConfigIsSimnodesConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spec.Host != "r0-head" || spec.Program.Name != "simnode" || strings.Join(spec.Args, " ") != "node" || !spec.Ready.MatchString(simnode.ReadyLine+"r0-head up: 1 commands") {
+	if spec.Host != "r0-head" || spec.Program.Name != "widetp" || strings.Join(spec.Args, " ") != "node" || !spec.Ready.MatchString(simnode.ReadyLine+"r0-head up: 1 commands") {
 		t.Errorf("spec %+v", spec)
 	}
 	got, err := simnode.ParseConfig([]byte(spec.Env[simnode.EnvConfig]), "harness", func(string) string { return "" })
@@ -76,7 +76,7 @@ func TestNodeConfigIsSimnodesConfig(t *testing.T) {
 	}
 
 	store := storeSpec(s)
-	if want := "-flavor=python -metadata-addr=$(WIDETP_LISTEN_IP):8080 -master-addr=$(WIDETP_LISTEN_IP):50052 -admin-addr=$(WIDETP_LISTEN_IP):9003"; strings.Join(store.Args, " ") != want {
+	if want := "store -flavor=python -metadata-addr=$(WIDETP_LISTEN_IP):8080 -master-addr=$(WIDETP_LISTEN_IP):50052 -admin-addr=$(WIDETP_LISTEN_IP):9003"; strings.Join(store.Args, " ") != want {
 		t.Errorf("store args %q", store.Args)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/internal/testbin"
 )
 
 // childEnv makes the test binary act as a harness run that gets SIGKILLed half-way (the leak spec):
@@ -21,10 +22,20 @@ import (
 const childEnv = "WIDETP_HARNESS_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	// Every runtime of the suite runs this widetp binary's `node` and `store` (and lists a
+	// container's /tmp with its `ipcls`); a child run inherits it through $WIDETP_BIN.
+	if _, err := testbin.Widetp(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	if id := os.Getenv(childEnv); id != "" {
 		os.Exit(runChild(id))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if os.Getenv(childEnv) == "" {
+		testbin.Cleanup()
+	}
+	os.Exit(code)
 }
 
 func TestHarness(t *testing.T) {

@@ -8,8 +8,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/harness"
 )
 
@@ -17,7 +15,6 @@ var _ = Describe("leak safety", Label("docker"), func() {
 	BeforeEach(requireEngine)
 
 	It("sweeps what a run SIGKILLed half-way left behind, and leaves live runs alone", func(ctx SpecContext) {
-		cli := engine()
 		live, err := harness.NewDocker(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = live.Close(ctx) })
@@ -31,18 +28,18 @@ var _ = Describe("leak safety", Label("docker"), func() {
 		defer cancel()
 		cmd, said := startHalfWay(halfCtx, childEnv+"="+childRun)
 		Expect(said).To(Equal(childRun))
-		c, n := labelled(ctx, cli, childRun)
+		c, n := labelled(ctx, childRun)
 		Expect(c).To(Equal(3), "the child's store and nodes")
 		Expect(n).To(Equal(1), "the child's network")
 
 		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 		Expect(cmd.Wait()).To(MatchError(ContainSubstring("killed")))
-		c, n = labelled(ctx, cli, childRun)
+		c, n = labelled(ctx, childRun)
 		Expect([]int{c, n}).To(Equal([]int{3, 1}), "a killed run cleans up nothing itself")
 
 		next, err := harness.NewDocker(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		c, n = labelled(ctx, cli, childRun)
+		c, n = labelled(ctx, childRun)
 		Expect(c).To(BeZero(), "containers of the killed run after the next run's sweep")
 		Expect(n).To(BeZero(), "network of the killed run after the next run's sweep")
 
@@ -56,17 +53,10 @@ var _ = Describe("leak safety", Label("docker"), func() {
 		// alone; parallel `ginkgo -p` processes may have runs in flight). Images stay: a cache.
 		me, err := harness.CurrentOwner()
 		Expect(err).NotTo(HaveOccurred())
-		all := make(client.Filters).Add("label", harness.LabelRun)
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: all})
-		Expect(err).NotTo(HaveOccurred())
-		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: all})
-		Expect(err).NotTo(HaveOccurred())
+		by := dockerLabelled(ctx, "")
 		var left []map[string]string
-		for _, c := range cs.Items {
-			left = append(left, c.Labels)
-		}
-		for _, n := range ns.Items {
-			left = append(left, n.Labels)
+		for _, r := range append(by["container"], by["network"]...) {
+			left = append(left, r.Labels)
 		}
 		for _, labels := range left {
 			o, err := harness.ParseOwner(labels[harness.LabelOwner])

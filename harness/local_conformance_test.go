@@ -16,6 +16,7 @@ import (
 
 	"github.com/widetp/widetp/fakestore/client"
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/internal/testbin"
 )
 
 // runtimeUnderTest is what the conformance specs need from a Runtime implementation. The specs
@@ -42,13 +43,14 @@ func hostprobe() harness.Program {
 	return p
 }
 
-// hostprobeProgram is hostprobe for code that runs outside a spec (benchmarks, a child run).
+// hostprobeProgram is hostprobe for code that runs outside a spec (benchmarks, a child run),
+// built once per test process.
 func hostprobeProgram() (harness.Program, error) {
-	df, err := os.ReadFile("testdata/hostprobe.Dockerfile")
+	p, err := testbin.Build("./harness/testdata/hostprobe")
 	if err != nil {
 		return harness.Program{}, err
 	}
-	return harness.Program{Name: "hostprobe", Package: "./harness/testdata/hostprobe", Cgo: true, Dockerfile: df}, nil
+	return harness.Program{Name: "hostprobe", Path: p}, nil
 }
 
 func probe(host string, args ...string) harness.NodeSpec {
@@ -66,13 +68,14 @@ const (
 func fakeStore() harness.NodeSpec {
 	return harness.NodeSpec{
 		Host:    "store",
-		Program: harness.FakeStore,
+		Program: harness.Widetp,
 		Args: []string{
+			"store",
 			"-metadata-addr=$(WIDETP_LISTEN_IP):8080",
 			"-master-addr=$(WIDETP_LISTEN_IP):50052",
 			"-admin-addr=$(WIDETP_LISTEN_IP):9003",
 		},
-		// cmd/fakestore prints this once every listener is up.
+		// `widetp store` prints this once every listener is up.
 		Ready: regexp.MustCompile(`^fakestore: flavor=`),
 		Ports: []int{metadataPort, masterPort, adminPort},
 	}
@@ -117,7 +120,7 @@ func runtimeConformance(r runtimeUnderTest) bool {
 
 		It("names every host, gives it a private /tmp, resolves hosts by name, and lets the harness reach the store", func(ctx SpecContext) {
 			rt := newRun(ctx)
-			store, err := rt.StartStore(ctx, fakeStore())
+			store, err := harness.StartStore(ctx, rt, fakeStore())
 			Expect(err).NotTo(HaveOccurred())
 			Expect(store.Host).To(Equal("store"))
 			Expect(store.Addrs).To(HaveLen(3))

@@ -60,12 +60,11 @@ func runLocalOwner(mode string) int {
 	if err != nil {
 		return fail(err)
 	}
-	df, err := os.ReadFile("testdata/hostprobe.Dockerfile")
+	p, err := hostprobeProgram()
 	if err != nil {
 		return fail(err)
 	}
-	p := harness.Program{Name: "hostprobe", Package: "./harness/testdata/hostprobe", Cgo: true, Dockerfile: df}
-	if _, err := rt.StartStore(ctx, fakeStore()); err != nil {
+	if _, err := harness.StartStore(ctx, rt, fakeStore()); err != nil {
 		return fail(err)
 	}
 	// Children in process groups of their own, dying with their parent, as simnode's are, and an

@@ -23,7 +23,7 @@ func simNode(host string, cfg simnode.Config) harness.NodeSpec {
 	b, err := json.Marshal(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	return harness.NodeSpec{
-		Host: host, Program: harness.SimNode, Args: []string{"node"},
+		Host: host, Program: harness.Widetp, Args: []string{"node"},
 		Env:   map[string]string{simnode.EnvConfig: string(b)},
 		Ready: regexp.MustCompile("^" + regexp.QuoteMeta(simnode.ReadyLine)),
 	}

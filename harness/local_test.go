@@ -243,7 +243,7 @@ var _ = Describe("the local runtime", Label("local"), func() {
 	It("refuses a store that does not listen at its own address", func(ctx SpecContext) {
 		l := newLocal(ctx)
 		_, err := l.StartStore(ctx, harness.NodeSpec{Host: "store", Program: hostprobe(), Ready: readyLine, Ports: []int{7000}})
-		Expect(err).To(MatchError(MatchRegexp(`start store store: port 7000: nothing listens at 127\.\d+\.\d+\.1:7000 \(pass \$\(WIDETP_LISTEN_IP\):7000`)))
+		Expect(err).To(MatchError(MatchRegexp(`start store: host store: port 7000: nothing listens at 127\.\d+\.\d+\.1:7000 \(pass \$\(WIDETP_LISTEN_IP\):7000`)))
 	}, SpecTimeout(2*time.Minute))
 
 	It("stops every process of a paused host, in every process group, and continues them all", func(ctx SpecContext) {
@@ -300,28 +300,22 @@ var _ = Describe("the local runtime", Label("local"), func() {
 		Expect(l.StartNodes(ctx, probe("c"))).To(MatchError(ContainSubstring("the runtime is closed")))
 	}, SpecTimeout(2*time.Minute))
 
-	It("builds a program once per content hash and runs it from the cache", func(ctx SpecContext) {
+	It("runs the program's binary in place, compiling nothing", func(ctx SpecContext) {
 		var progress bytes.Buffer
-		first, second := newLocal(ctx), newLocal(ctx, harness.WithProgress(&progress))
-		Expect(first.StartNodes(ctx, probe("a"))).To(Succeed())
-		Expect(second.StartNodes(ctx, probe("a"))).To(Succeed())
-		a, b := inspectLocal(ctx, first, "a"), inspectLocal(ctx, second, "a")
-		Expect(a.Binary).To(Equal(b.Binary))
+		l := newLocal(ctx, harness.WithProgress(&progress))
+		Expect(l.StartNodes(ctx, probe("a"))).To(Succeed())
+		a := inspectLocal(ctx, l, "a")
+		Expect(a.Binary).To(Equal(hostprobe().Path))
 		Expect(a.BinaryHash).To(HaveLen(64))
-		Expect(filepath.Base(a.Binary)).To(Equal("hostprobe-" + a.BinaryHash[:16]))
-		Expect(a.Binary).To(BeAnExistingFile())
-		Expect(progress.String()).NotTo(ContainSubstring("built hostprobe"), "the second run built it again")
-		Expect(progress.String()).To(ContainSubstring("node a up at " + mustAddr(second, "a").String()))
+		Expect(progress.String()).NotTo(ContainSubstring("built"))
+		Expect(progress.String()).To(ContainSubstring("node a up at " + mustAddr(l, "a").String()))
 	}, SpecTimeout(3*time.Minute))
 
-	It("shows the compiler's output when a program does not build, and starts nothing", func(ctx SpecContext) {
+	It("names a program whose binary is missing as an infrastructure failure, and starts nothing", func(ctx SpecContext) {
 		l := newLocal(ctx)
-		p := harness.Program{Name: "broken", Package: "./harness/testdata/broken", Cgo: true, Dockerfile: []byte("FROM scratch\n")}
+		p := harness.Program{Name: "gone", Path: filepath.Join(GinkgoT().TempDir(), "gone")}
 		err := l.StartNodes(ctx, harness.NodeSpec{Host: "a", Program: p}, probe("b"))
-		var be *harness.ImageBuildError
-		Expect(errors.As(err, &be)).To(BeTrue(), "error %v", err)
-		Expect(be.Step).To(Equal("go build"))
-		Expect(err.Error()).To(ContainSubstring("undefined: undefinedOnPurpose"))
+		Expect(err).To(MatchError(ContainSubstring("program gone")))
 		Expect(harness.Infrastructure(err)).To(BeTrue())
 		Expect(l.Hosts()).To(BeEmpty())
 		Expect(l.StartNodes(ctx, probe("a"))).To(Succeed(), "a failed plan releases its names")

@@ -2,7 +2,7 @@ package report
 
 import "sort"
 
-// Kind is a stable violation identifier (design.md, "Violation kinds").
+// Kind is a stable violation identifier (the README lists the kinds and what each means).
 type Kind string
 
 const (
@@ -60,7 +60,7 @@ func KindSet(vs []Violation) []Kind {
 	return out
 }
 
-// Report is the JSON object `widetp explain --json` and `widetp run --json` print (design.md contract).
+// Report is the JSON object `widetp explain --json` and `widetp run --json` print (its fields are in the README, "Reading a report").
 type Report struct {
 	Scenario   string             `json:"scenario"`
 	Profile    string             `json:"profile"`

@@ -1,6 +1,6 @@
 // Package scenarios loads scenario files: the `vllm serve` lines of every node of one deployment,
 // the vLLM behaviour (profile) to model it under, and the violations it is expected to show
-// (design.md, "Scenario file"). Loading validates everything that can be known before anything
+// (README, "Scenario files"). Loading validates everything that can be known before anything
 // starts — each command parses, names the scenario's model and fits on its node's GPUs — and every
 // error names the file, line and field.
 package scenarios
@@ -66,7 +66,9 @@ type Node struct {
 // Store configures the fake Mooncake store.
 type Store struct {
 	// Flavor is the metadata server whose quirks the fake reproduces: cpp, python or go
-	// (mooncake-store.md §1).
+	// (Mooncake's mooncake-store/src/http_metadata_server.cpp,
+	// mooncake-wheel/mooncake/http_metadata_server.py and
+	// mooncake-transfer-engine/example/http-metadata-server/main.go; package fakestore).
 	Flavor string
 }
 

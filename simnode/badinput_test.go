@@ -105,13 +105,13 @@ func TestCommandLine(t *testing.T) {
 		outHas    string
 		stderrHas string
 	}{
-		{args: []string{"--help"}, code: 0, outHas: "usage: simnode node"},
-		{args: []string{}, code: simnode.ExitBadInput, stderrHas: "usage: simnode node"},
+		{args: []string{"node", "--help"}, code: 0, outHas: "usage: widetp node"},
+		{args: []string{"help", "node"}, code: 0, outHas: "usage: widetp node"},
 		{args: []string{"serve"}, code: simnode.ExitBadInput, stderrHas: `unknown command "serve"`},
 		{args: []string{"node", "--bogus"}, code: simnode.ExitBadInput, stderrHas: "flag provided but not defined: -bogus"},
 		{args: []string{"node"}, code: simnode.ExitBadInput, stderrHas: "no config: pass --config FILE or set WIDETP_NODE_CONFIG"},
 		{args: []string{"node", "--config", "/nonexistent/node.json"}, code: simnode.ExitBadInput, stderrHas: "/nonexistent/node.json"},
-		{args: []string{simnode.ProcessCommand}, code: simnode.ExitBadInput, stderrHas: "no status pipe on fd 3"},
+		{args: simnode.ProcessArgs, code: simnode.ExitBadInput, stderrHas: "no status pipe on fd 3"},
 		{args: []string{"node"}, env: []string{simnode.EnvConfig + `={"host":"h","commands":["x"],"store":{"metadata":"http://a:1","master":"http://a:1","admin":"http://a:1"}}`, simnode.EnvListenIP + "=nowhere"},
 			code: simnode.ExitBadInput, stderrHas: `WIDETP_LISTEN_IP="nowhere" is not an IP address`},
 		{args: []string{"node"}, env: []string{simnode.EnvConfig + `={"host":"h","commands":["x"],"store":{"metadata":"http://a:1","master":"http://a:1","admin":"http://a:1"}}`, simnode.EnvHosts + "=a=1.2.3.4,b"},
@@ -120,7 +120,7 @@ func TestCommandLine(t *testing.T) {
 	for _, tc := range cases {
 		code, out, stderr := runBinary(t, tc.env, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.outHas) || !strings.Contains(stderr, tc.stderrHas) {
-			t.Errorf("simnode %v: exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout %q, stderr %q", tc.args, code, out, stderr, tc.code, tc.outHas, tc.stderrHas)
+			t.Errorf("widetp %v: exit %d\nstdout %q\nstderr %q\nwant exit %d, stdout %q, stderr %q", tc.args, code, out, stderr, tc.code, tc.outHas, tc.stderrHas)
 		}
 	}
 }

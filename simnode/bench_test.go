@@ -35,7 +35,7 @@ func allReady(want int) func(map[string]report.Process) bool {
 	}
 }
 
-// BenchmarkNodeUp measures a node from `simnode node` starting to every process of one engine
+// BenchmarkNodeUp measures a node from `widetp node` starting to every process of one engine
 // core with 8 workers (and its API server) having reported itself ready to the store. Target:
 // under 300 ms (ms/up).
 func BenchmarkNodeUp(b *testing.B) {

@@ -104,7 +104,7 @@ func (f *family) start(plan *vllm.ProcessPlan) (*child, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start %s: status pipe: %w", plan.Identity.ID, err)
 	}
-	cmd := exec.Command(f.exe, ProcessCommand)
+	cmd := exec.Command(f.exe, ProcessArgs...)
 	cmd.Stdout = f.stderr
 	cmd.Stderr = f.stderr
 	cmd.ExtraFiles = []*os.File{statusW}

@@ -20,7 +20,7 @@ type host struct {
 	commands []string
 }
 
-// deployment is a scenario run for real: one `simnode node` per host on the in-process store.
+// deployment is a scenario run for real: one `widetp node` per host on the in-process store.
 type deployment struct {
 	profile  string
 	model    vllm.Model

@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,30 +18,23 @@ import (
 	"github.com/widetp/widetp/fakestore"
 	"github.com/widetp/widetp/fakestore/api"
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/internal/testbin"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/simnode"
 )
 
-// binary is the simnode program, built once for every test of the package: nodes and their
-// processes are real OS processes.
+// binary is the widetp binary, built once for every test of the package (or $WIDETP_BIN): nodes
+// (`widetp node`) and their processes are real OS processes.
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "simnode-test-")
-	if err != nil {
+	var err error
+	if binary, err = testbin.Widetp(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "simnode")
-	build := exec.Command("go", "build", "-o", binary, "github.com/widetp/widetp/cmd/simnode")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build simnode:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
@@ -103,7 +95,7 @@ func (s *store) waitRecords(t testing.TB, what string, done func(map[string]repo
 	}
 }
 
-// node is a running `simnode node`.
+// node is a running `widetp node`.
 type node struct {
 	t      testing.TB
 	host   string

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/vllm"
 )
 
@@ -33,7 +34,7 @@ const (
 
 // ReadyLine starts the line a node prints on stdout once every command's top process has
 // started (the harness waits for it): "simnode: node <host> up: <n> commands".
-const ReadyLine = "simnode: node "
+const ReadyLine = nodeapi.NodeReady
 
 // NodeOptions are the parts of a node's run that are not its config.
 type NodeOptions struct {
@@ -209,7 +210,7 @@ const storeRetry = 100 * time.Millisecond
 // waitStore checks that the store's master and admin planes answer, retrying for the store
 // timeout: a store that is down at start is a clear failure, never a hang.
 func waitStore(ctx context.Context, store *client.Client, cfg *Config) error {
-	bound := time.Duration(cfg.Timeouts.Store)
+	bound := time.Duration(cfg.Timeouts.StoreStart)
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	attempts := 0
@@ -280,7 +281,7 @@ func planNode(cfg *Config, environ []string) (*vllm.NodePlan, error) {
 	return nil, fmt.Errorf("the deployment's plan has no node %q", cfg.Host)
 }
 
-// DefaultGPUs is a node's GPU count when its config gives none (design.md: gpus_per_node 8).
+// DefaultGPUs is a node's GPU count when its config gives none (the README's scenario default, gpus_per_node 8).
 const DefaultGPUs = 8
 
 // parseProfile reads the config's profile: a name ("pre-48061") or a vllm.Profile object; none is

@@ -107,7 +107,7 @@ func newProc(spec procSpec, status, stderr io.Writer) *proc {
 }
 
 func (p *proc) timeouts() (rdv, lookupT, store time.Duration) {
-	t := p.spec.Timeouts.withDefaults()
+	t := p.spec.Timeouts.WithDefaults()
 	return time.Duration(t.Rendezvous), time.Duration(t.Lookup), time.Duration(t.Store)
 }
 

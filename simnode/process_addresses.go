@@ -31,7 +31,7 @@ func (p *proc) addrNet() address.Net {
 }
 
 // hangBound is how long an allocator may spin before the run calls the process hung.
-func (p *proc) hangBound() time.Duration { return time.Duration(p.spec.Timeouts.withDefaults().Hang) }
+func (p *proc) hangBound() time.Duration { return time.Duration(p.spec.Timeouts.WithDefaults().Hang) }
 
 // addressStage runs the process's exercised steps of stage st. hung is set when an allocator
 // never returned within the hang bound: the process then makes no further progress.

@@ -7,7 +7,7 @@ import (
 )
 
 // Profile pins the vLLM behaviours that changed over time: one value per Change. A scenario names
-// a profile (`main`, `pre-48061`) or a base profile plus changes (design.md, "Scenario file").
+// a profile (`main`, `pre-48061`) or a base profile plus changes (README, "Profiles").
 type Profile struct {
 	// Name is the named profile, or "<base>+<change>=<value>,..." for a resolved map.
 	Name string `json:"name"`

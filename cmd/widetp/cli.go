@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Exit codes (design.md, "Command line").
+// Exit codes (README, "widetp explain" and "widetp run").
 const (
 	exitMatch    = 0 // the observed or predicted violations equal the scenario's expect
 	exitDiffer   = 1 // they differ
@@ -26,6 +26,9 @@ type command struct {
 	usage string
 	// run receives the arguments after the subcommand name.
 	run func(args []string, stdout, stderr io.Writer) int
+	// hidden commands are the programs a run starts on its hosts (node, store, ipcls): the help
+	// lists them apart, since nobody starts them by hand.
+	hidden bool
 }
 
 // commands are the subcommands by name; each file registers its own in init so that adding one
@@ -77,7 +80,16 @@ func usage(w io.Writer) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		if !commands[n].hidden {
+			fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Programs of a run, which the runtime starts from this binary on every host (not by hand):")
+	for _, n := range names {
+		if commands[n].hidden {
+			fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+		}
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Exit codes: 0 the violations equal the scenario's expect, 1 they differ, 2 bad input,")

@@ -9,15 +9,16 @@ import (
 )
 
 const imagesDescription = `
-Builds the images a Docker run uses — simnode and the fake store, FROM scratch with the binary and
-the libraries it links — or finds them by content hash, and prints their tags. Runs build what
+Builds the image a Docker run uses — FROM scratch with this widetp binary (its node and store
+commands are what the hosts run) and the libraries it links — or finds it by content hash, and
+prints its tag. Runs build what
 they lack on their own; this builds ahead (make images, CI warming its cache). A failed build
 prints its build log and exits 3, as does a missing Docker engine.`
 
 func init() {
 	register(&command{
 		name:    "images",
-		summary: "build the simnode and fake store images (FROM scratch, by content hash)",
+		summary: "build the hosts' image from this binary (FROM scratch, by content hash)",
 		usage:   "images",
 		run:     images,
 	})
@@ -33,7 +34,7 @@ func images(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "widetp images: takes no arguments, got %q\n", pos)
 		return exitBadInput
 	}
-	imgs, err := harness.BuildImages(context.Background(), []harness.Program{harness.SimNode, harness.FakeStore}, harness.WithProgress(stderr))
+	imgs, err := harness.BuildImages(context.Background(), []harness.Program{harness.Widetp}, harness.WithProgress(stderr), harness.WithBinary(self()))
 	if err != nil {
 		fmt.Fprintf(stderr, "widetp images: %v\n", err)
 		return exitInfra

@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/widetp/widetp/harness"
 	"github.com/widetp/widetp/report"
@@ -70,8 +68,8 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return exitBadInput
 	}
-	if *runtime != harness.RuntimeDocker && *runtime != harness.RuntimeLocal && *runtime != harness.RuntimeAuto {
-		fmt.Fprintf(stderr, "widetp run: --runtime %q: want docker or local\n", *runtime)
+	if *runtime != harness.RuntimeAuto && !slices.Contains(harness.RuntimeNames(), *runtime) {
+		fmt.Fprintf(stderr, "widetp run: --runtime %q: want %s\n", *runtime, strings.Join(harness.RuntimeNames(), " or "))
 		return exitBadInput
 	}
 	var opts []scenarios.Option
@@ -89,12 +87,6 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "widetp run: %v\n", err)
 		return exitBadInput
-	}
-	for _, n := range s.Nodes {
-		if n.Host == harness.StoreHost {
-			fmt.Fprintf(stderr, "widetp run: %s: node %s: the name is the fake store's host; rename the node\n", s.File, n.Host)
-			return exitBadInput
-		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -178,67 +170,32 @@ type runner struct {
 	planner *report.Planner
 }
 
-func (r *runner) progressf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "widetp: "+format+"\n", args...)
-}
-
 func (r *runner) run(ctx context.Context, runtime string) int {
-	start := time.Now()
-	rt, err := harness.NewRuntime(ctx, runtime, harness.WithProgress(r.stderr))
-	if err != nil {
-		fmt.Fprintf(r.stderr, "widetp run: %v\n", err)
-		return exitInfra
+	opts := []harness.RunOption{
+		harness.WithRuntime(runtime),
+		harness.WithRuntimeOptions(harness.WithBinary(self())),
+		harness.WithRunProgress(r.stderr),
+		harness.WithReportPlanner(r.planner),
+		harness.WithArtifactsOnFailure(harness.DefaultArtifactsBase()),
 	}
-	copts := []harness.ClusterOption{harness.WithClusterProgress(r.stderr)}
 	if r.plans != nil {
-		copts = append(copts, harness.WithPlans(r.plans))
+		opts = append(opts, harness.WithClusterOptions(harness.WithPlans(r.plans)))
 	}
-	cl, err := harness.StartCluster(ctx, r.s, rt, copts...)
-	if cl == nil {
-		// Nothing started: the scenario could not become a cluster.
-		fmt.Fprintf(r.stderr, "widetp run: %v\n", errors.Join(err, rt.Close(ctx)))
+	if r.artifacts != "" {
+		opts = append(opts, harness.WithArtifacts(r.artifacts))
+	}
+	res, runErr := harness.Run(ctx, r.s, opts...)
+	var se *harness.ScenarioError
+	if errors.As(runErr, &se) {
+		fmt.Fprintf(r.stderr, "widetp run: %v\n", runErr)
 		return exitBadInput
 	}
-	var rep report.Report
-	var runErr error
-	haveReport := false
-	if err != nil {
-		runErr = err
-	} else {
-		runErr = cl.Settle(ctx)
-		if ctx.Err() == nil {
-			var rerr error
-			rep, rerr = cl.Report(ctx)
-			rep.Planner = r.planner
-			haveReport = rerr == nil
-			runErr = errors.Join(runErr, rerr)
-		}
+	if res == nil {
+		fmt.Fprintf(r.stderr, "widetp run: %v\n", runErr)
+		return exitInfra
 	}
-	got := report.KindSet(rep.Violations)
-	match := haveReport && slices.Equal(got, rep.Expected)
-
-	// Artifacts before the teardown: it removes the hosts.
-	dir := r.artifacts
-	if dir == "" && (runErr != nil || (haveReport && !match)) && ctx.Err() == nil {
-		dir = filepath.Join(os.TempDir(), "widetp-artifacts", r.s.Name+"-"+rt.RunID())
-	}
-	if dir != "" && ctx.Err() == nil {
-		var rp *report.Report
-		if haveReport {
-			rp = &rep
-		}
-		if err := cl.WriteArtifacts(ctx, dir, rp); err != nil {
-			r.progressf("some artifacts are missing: %v", err)
-		}
-		r.progressf("artifacts in %s", dir)
-	}
-	if err := cl.Close(ctx); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
-	if haveReport {
-		rep.Timings = cl.Timings()
-		rep.Timings["total"] = time.Since(start).Seconds()
-		if err := r.print(rep, got, match); err != nil {
+	if res.Report != nil {
+		if err := r.print(*res.Report, report.KindSet(res.Report.Violations), res.Match); err != nil {
 			fmt.Fprintf(r.stderr, "widetp run: write report: %v\n", err)
 			return exitInfra
 		}
@@ -249,7 +206,7 @@ func (r *runner) run(ctx context.Context, runtime string) int {
 	case runErr != nil:
 		fmt.Fprintf(r.stderr, "widetp run: %v\n", runErr)
 		return exitInfra
-	case !match:
+	case !res.Match:
 		return exitDiffer
 	}
 	return exitMatch
@@ -267,7 +224,7 @@ func (r *runner) print(rep report.Report, got []report.Kind, match bool) error {
 // timings renders the phases in the order they happen.
 func timings(t map[string]float64) string {
 	var parts []string
-	for _, k := range []string{"start_store", "start_nodes", "settle", "collect", "check", "teardown", "total"} {
+	for _, k := range []string{"start", "settle", "collect", "check", "teardown", "total"} {
 		if v, ok := t[k]; ok {
 			parts = append(parts, fmt.Sprintf("%s %.2fs", k, v))
 		}

@@ -1,12 +1,13 @@
 // Package ipcdir lists a host's private ipc directory: where ZMQ ipc:// sockets live, so a listing
 // shows which lookup paths were bound on a host (two binds of one path leave one socket file).
-// The Docker runtime runs it inside the node's container (docker/ipcls: a scratch image has no ls,
+// The Docker runtime runs it inside the node's container (`widetp ipcls /tmp`, Command: a scratch image has no ls,
 // and `docker cp` cannot read a tmpfs); the local runtime calls List directly. One format for both.
 package ipcdir
 
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -81,7 +82,7 @@ func typeOf(m fs.FileMode) string {
 	}
 }
 
-// Parse reads the JSON that docker/ipcls prints (a Listing).
+// Parse reads the JSON that Command prints (a Listing).
 func Parse(b []byte) (Listing, error) {
 	var l Listing
 	if err := json.Unmarshal(b, &l); err != nil {
@@ -112,4 +113,24 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// Command is `widetp ipcls DIR`: it prints DIR's listing as JSON on stdout and returns the exit
+// status (2 for bad arguments, 1 for a failed listing). The Docker runtime runs it inside a node's
+// container, which has no other program that could list its /tmp.
+func Command(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: widetp ipcls DIR")
+		return 2
+	}
+	l, err := List(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "widetp ipcls:", err)
+		return 1
+	}
+	if err := json.NewEncoder(stdout).Encode(l); err != nil {
+		fmt.Fprintln(stderr, "widetp ipcls: write listing:", err)
+		return 1
+	}
+	return 0
 }

@@ -640,7 +640,7 @@ func replicaRows(t *topology) []replicaRow {
 
 // phaseOrder lists the timed phases in the order they happen (explain's, then run's); others
 // follow in name order, total last.
-var phaseOrder = []string{"load", "predict", "start_store", "start_nodes", "settle", "collect", "check", "teardown"}
+var phaseOrder = []string{"load", "predict", "start", "start_store", "start_nodes", "settle", "collect", "check", "teardown"}
 
 func timings(t map[string]float64) []timing {
 	var names []string

@@ -2,7 +2,8 @@
 // drives it, on the fake store's typed client: publish the transfer engine's rpc_meta and ram
 // descriptors on the metadata server, mount the global segment with the master, keep a heartbeat
 // that remounts and re-publishes when the master answers NEED_REMOUNT, and delete both keys on a
-// clean close (mooncake-store.md §1–2).
+// clean close (Mooncake's mooncake-transfer-engine/src/transfer_metadata.cpp for the keys,
+// mooncake-store/src/master_service.cpp for MountSegment, Ping and NEED_REMOUNT).
 package mooncake
 
 import (

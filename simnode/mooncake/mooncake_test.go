@@ -57,7 +57,7 @@ func getJSON(t *testing.T, c *client.Client, key string, out any) {
 	}
 }
 
-// TestSetupPublishesAndMounts follows mooncake-store.md §1: rpc_meta and ram descriptors under
+// TestSetupPublishesAndMounts follows Mooncake's transfer_metadata.cpp (mooncake-transfer-engine/src): rpc_meta and ram descriptors under
 // mooncake/, the segment named host:port with a port drawn from 12300–14300, mounted with the master.
 func TestSetupPublishesAndMounts(t *testing.T) {
 	_, c := startStore(t, fakestore.FlavorCPP)
@@ -185,7 +185,7 @@ func TestFixedPortIsNotRedrawn(t *testing.T) {
 	}
 }
 
-// TestHeartbeatRemounts: the first Ping after a mount answers NEED_REMOUNT (mooncake-store.md §2),
+// TestHeartbeatRemounts: the first Ping after a mount answers NEED_REMOUNT (mooncake-store/src/master_service.cpp),
 // and after a master restart the keys are gone until the heartbeat re-publishes them.
 func TestHeartbeatRemounts(t *testing.T) {
 	s, c := startStore(t, fakestore.FlavorCPP)

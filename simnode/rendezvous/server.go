@@ -48,6 +48,10 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 		<-ctx.Done()
 		ln.Close()
 	}()
+	// The socket is released before serveOn returns, not whenever the goroutine above gets to run:
+	// a caller that binds the address again right after the barrier (a restarted front end, the
+	// next barrier of the same address) must find it free, however loaded the machine.
+	defer ln.Close()
 	go accept(ctx, ln, arrivals, departures)
 
 	members := map[int]net.Conn{}

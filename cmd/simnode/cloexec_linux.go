@@ -1,8 +1,0 @@
-package main
-
-import (
-	"os"
-	"syscall"
-)
-
-func closeOnExec(f *os.File) { syscall.CloseOnExec(int(f.Fd())) }

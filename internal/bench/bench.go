@@ -1,0 +1,186 @@
+// Package bench measures widetp runs against a floor (widetp bench, make bench): the time from a
+// new runtime to a run's verdict, teardown included, for deployments of 2 to 64 nodes on each
+// runtime; the floor, measured in the same session, is what starting as many hosts costs with no
+// harness around it (harness.Floor); and the peak memory of the run's processes. It writes the
+// figures as JSON and Markdown and draws them as an SVG.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/scenarios"
+)
+
+// Config is one benchmark session.
+type Config struct {
+	// Runtimes to measure ("docker", "local").
+	Runtimes []string
+	// Nodes are the deployment sizes of the wide-TP series (2 to 64).
+	Nodes []int
+	// Scenario, when set, is measured too under its own name (vLLM#48061's file).
+	Scenario string
+	// Reps is how many times each point is measured; the median counts.
+	Reps int
+	// Options are passed to every runtime (the widetp binary, progress).
+	Options  []harness.Option
+	Progress io.Writer
+}
+
+// Point is one measured deployment on one runtime.
+type Point struct {
+	Runtime  string `json:"runtime"`
+	Scenario string `json:"scenario"`
+	Nodes    int    `json:"nodes"`
+	// Hosts is nodes plus the store: the floor starts as many.
+	Hosts int `json:"hosts"`
+	// Run and Floor are medians in seconds; Runs and Floors every measurement.
+	Run    float64   `json:"run_s"`
+	Floor  float64   `json:"floor_s"`
+	Ratio  float64   `json:"ratio"`
+	Runs   []float64 `json:"runs_s"`
+	Floors []float64 `json:"floors_s"`
+	// PeakMiB is the largest sum of the proportional set sizes of the run's processes (every
+	// process carrying its run id) seen during a run, the largest over the runs.
+	PeakMiB float64 `json:"peak_mib"`
+	// Processes is how many processes the run had at that peak.
+	Processes int `json:"processes"`
+}
+
+// Run measures every point of cfg, interleaving each run with its floor so that both see the
+// same machine load.
+func Run(ctx context.Context, cfg Config) ([]Point, error) {
+	if cfg.Reps <= 0 {
+		cfg.Reps = 1
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	type item struct {
+		name string
+		s    *scenarios.Scenario
+	}
+	var items []item
+	if cfg.Scenario != "" {
+		s, err := scenarios.Load(cfg.Scenario)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item{s.Name, s})
+	}
+	for _, n := range cfg.Nodes {
+		s, err := WideTP(n)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item{s.Name, s})
+	}
+	var points []Point
+	for _, rt := range cfg.Runtimes {
+		if rt == harness.RuntimeDocker {
+			// The image is a cache that a run finds by content hash: built before the clock runs.
+			if _, err := harness.BuildImages(ctx, []harness.Program{harness.Widetp}, cfg.Options...); err != nil {
+				return nil, err
+			}
+		}
+		for _, it := range items {
+			p := Point{Runtime: rt, Scenario: it.name, Nodes: len(it.s.Nodes), Hosts: len(it.s.Nodes) + 1}
+			for i := 0; i < cfg.Reps; i++ {
+				took, peak, procs, err := runOnce(ctx, rt, it.s, cfg.Options)
+				if err != nil {
+					return points, fmt.Errorf("%s on %s: %w", it.name, rt, err)
+				}
+				floor, err := harness.Floor(ctx, rt, p.Hosts, cfg.Options...)
+				if err != nil {
+					return points, fmt.Errorf("floor of %d hosts on %s: %w", p.Hosts, rt, err)
+				}
+				p.Runs = append(p.Runs, took.Seconds())
+				p.Floors = append(p.Floors, floor.Seconds())
+				if peak > p.PeakMiB {
+					p.PeakMiB, p.Processes = peak, procs
+				}
+				fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): run %.2fs, floor %.2fs, peak %.0f MiB over %d processes\n",
+					it.name, rt, p.Hosts, took.Seconds(), floor.Seconds(), peak, procs)
+			}
+			p.Run, p.Floor = median(p.Runs), median(p.Floors)
+			if p.Floor > 0 {
+				p.Ratio = p.Run / p.Floor
+			}
+			points = append(points, p)
+		}
+	}
+	return points, nil
+}
+
+// runOnce runs s from a new runtime to its verdict and teardown (harness.Run), sampling its
+// memory.
+func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harness.Option) (time.Duration, float64, int, error) {
+	start := time.Now()
+	runID := fmt.Sprintf("bench%d-%d", os.Getpid(), benchSeq.Add(1))
+	sampler := startSampler(runID)
+	res, err := harness.Run(ctx, s, harness.WithRuntime(rt),
+		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...))
+	peak, procs := sampler.stop()
+	if err == nil && (res.Report == nil || len(res.Report.Processes) == 0) {
+		err = errors.New("the run reported no process")
+	}
+	return time.Since(start), peak, procs, err
+}
+
+// benchSeq numbers this process's runs (their run ids, which the memory sampler looks for).
+var benchSeq atomic.Int64
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// WideTP is a deployment of n nodes (n even, at least 2) in the shape of vLLM#48061: n/2
+// external-LB replicas of TP 16, each over a head and a --headless follower of 8 GPUs, with the
+// Mooncake store connector, under main (healthy).
+func WideTP(n int) (*scenarios.Scenario, error) {
+	if n < 2 || n%2 != 0 {
+		return nil, fmt.Errorf("wide-tp deployment of %d nodes: want an even number, at least 2", n)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: wide-tp-%d\ndescription: %d nodes, %d external-LB replicas of TP 16 (vLLM#48061's shape)\nprofile: main\nmodel: {name: deepseek-ai/DeepSeek-V3}\nnodes:\n", n, n, n/2)
+	for k := 0; k < n; k++ {
+		headless := ""
+		if k%2 == 1 {
+			headless = " --headless"
+		}
+		// One replica (2 nodes) is not data parallel: vLLM refuses a DP rank without DP.
+		dp := fmt.Sprintf(" -dp %d --data-parallel-rank %d\n      --data-parallel-address n0 --data-parallel-rpc-port 13345", n/2, k/2)
+		if n == 2 {
+			dp = ""
+		}
+		fmt.Fprintf(&b, "  - host: n%d\n    command: >-\n      vllm serve deepseek-ai/DeepSeek-V3 -tp 16 --enable-expert-parallel%s\n      --nnodes %d --node-rank %d --master-addr n0 --master-port 29500%s\n      --kv-transfer-config '{\"kv_connector\":\"MooncakeStoreConnector\",\"kv_role\":\"kv_both\"}'\n",
+			k, dp, n, k, headless)
+	}
+	dir, err := os.MkdirTemp("", "widetp-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, fmt.Sprintf("wide-tp-%d.yaml", n))
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return scenarios.Load(path)
+}
