@@ -167,9 +167,9 @@ func expectAsPlanned(p planned, rep report.Report) {
 	model, err := vllm.Predict(p.s.Deployment())
 	Expect(err).NotTo(HaveOccurred())
 	Expect(report.KindSet(check.Run(model))).To(Equal(kinds), "the model under %s predicts what vLLM's plans show", p.s.Profile)
-	// The probe plans no addresses yet (the model's vllm/addresses.go has no counterpart in it):
-	// the model's are compared once it does.
-	Expect(identityDiffsOf(model, rep.Processes, false)).To(BeEmpty(), "processes whose identity differs from the model's under %s", p.s.Profile)
+	// The addresses the probe derives with vLLM's code; the connectors' side channels it does not
+	// build (probe.AddressChannels) are the model's alone.
+	Expect(identityDiffsOf(model, rep.Processes, probe.AddressChannels)).To(BeEmpty(), "processes whose identity differs from the model's under %s", p.s.Profile)
 }
 
 // vllmScenarios are the bug-library scenarios the vllm planner runs too: those whose profile is

@@ -292,11 +292,30 @@ func (p *proc) waitPeer(ctx context.Context, peer string) error {
 // that failed or hung means they never will be: the failure reaches this process through its own
 // path (the run loop ends it), and a hung child holds it as vLLM's executor would be held.
 func (p *proc) waitChildrenUp(ctx context.Context) bool {
+	return p.waitUp(ctx, p.plan.Children)
+}
+
+// waitDescendantsUp is waitChildrenUp over the whole tree below the process: a front end's engines
+// report READY once their executors' workers are up too.
+func (p *proc) waitDescendantsUp(ctx context.Context) bool {
+	var all []*vllm.ProcessPlan
+	var walk func(ps []*vllm.ProcessPlan)
+	walk = func(ps []*vllm.ProcessPlan) {
+		for _, c := range ps {
+			all = append(all, c)
+			walk(c.Children)
+		}
+	}
+	walk(p.plan.Children)
+	return p.waitUp(ctx, all)
+}
+
+func (p *proc) waitUp(ctx context.Context, procs []*vllm.ProcessPlan) bool {
 	deadline := time.NewTimer(p.waitBound())
 	defer deadline.Stop()
 	for {
 		up := true
-		for _, c := range p.plan.Children {
+		for _, c := range procs {
 			rec := p.fam.record(c.Identity.ID)
 			switch {
 			case rec != nil && (rec.Exit != nil || rec.Hung != nil), p.fam.phase(c.Identity.ID) == PhaseExited:

@@ -244,13 +244,22 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 	if offline || pc.LocalEnginesOnly() || (L == D && !pc.EnableElasticEP) {
 		io = ""
 	}
+	// get_engine_zmq_addresses(vllm_config, num_api_servers): an input and an output socket for
+	// each API server process (run_multi_api_server's count; one for run_server's MPClient), all
+	// inputs first.
 	for _, dir := range []string{"input", "output"} {
-		ep := io
-		if ep == "" {
-			ep = ipc("engine-" + dir)
+		for i := 0; i < min(pc.features.apiProcessCount, maxProcessesPerCommand); i++ {
+			ep := io
+			if ep == "" {
+				what := "engine-" + dir
+				if i > 0 {
+					what += strconv.Itoa(i)
+				}
+				ep = ipc(what)
+			}
+			add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind, Endpoint: ep, Key: dir,
+				Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with LAST_ENDPOINT)"}, Stage: StageEngineInit})
 		}
-		add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind, Endpoint: ep, Key: dir,
-			Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with LAST_ENDPOINT)"}, Stage: StageEngineInit})
 	}
 }
 
@@ -274,11 +283,18 @@ func (cp *cmdPlanner) executorInit(pc *ParallelConfig, e addrEnv, add func(Addre
 		return
 	}
 	switch {
-	case pc.DistributedExecutorBackend == "uni":
+	case pc.DistributedExecutorBackend == "uni" && cp.opts.Profile.ExecutorRendezvous == ExecutorRendezvousTCP:
 		add(AddressPlan{Address: report.Address{Channel: "executor-init", Role: report.AddressProbe,
 			Endpoint: probeEndpoint(cp.hostIP, e), Exercised: true,
-			Source: "vllm/v1/executor/uniproc_executor.py _init_executor (get_ip(), get_open_port())"},
+			Source: "vllm/v1/executor/uniproc_executor.py _init_executor (get_ip(), get_open_port()), before PR #50999"},
 			Stage: StageEngineInit, Alloc: cp.alloc(e, FuncGetOpenPort, 0)})
+	case pc.DistributedExecutorBackend == "uni":
+		// UniProcExecutor._distributed_args: a file:// store too since PR #50999 (TCP only when
+		// AITER's custom all-reduce needs it, which no simulated platform has).
+		add(AddressPlan{Address: report.Address{Channel: "executor-init", Role: report.AddressBind,
+			Endpoint: "file://" + e.tmp + "/vllm_dist_" + strings.ReplaceAll(derivedUUID4(cp.opts.Seed, cp.node.Host, strconv.Itoa(cp.cmd), "file-store", fmt.Sprint(pc.DataParallelRank)), "-", ""),
+			Source:   "vllm/v1/executor/uniproc_executor.py _distributed_args (get_file_store_init_method, PR #50999)"},
+			Stage: StageEngineInit})
 	case pc.DistributedExecutorBackend == "mp" && cp.opts.Profile.ExecutorRendezvous == ExecutorRendezvousTCP:
 		add(AddressPlan{Address: report.Address{Channel: "executor-init", Role: report.AddressProbe,
 			Endpoint: probeEndpoint(defaultMasterAddr, e), Exercised: true,
