@@ -108,6 +108,9 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		if s.Containers+s.Networks > 0 {
 			d.progressf("swept %d container(s) and %d network(s) left by dead runs", s.Containers, s.Networks)
 		}
+		for _, n := range s.Stuck {
+			d.progressf("the engine will not remove network %s, left by a dead run: it holds an endpoint of a container that no longer exists (restarting the Docker daemon releases it)", n)
+		}
 	}
 	d.images = newImageBuilder(d.api, cfg, d.labels())
 	nw, err := provider.CreateNetwork(ctx, testcontainers.NetworkRequest{

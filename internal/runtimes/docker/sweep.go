@@ -23,6 +23,10 @@ func runFilter(runID string) client.Filters {
 // Swept counts what a sweep or a clean removed.
 type Swept struct {
 	Containers, Networks, Images int
+	// Stuck names the leftover networks the engine would not remove although no container is
+	// attached: an endpoint the engine kept after a container create was cut short (its owner
+	// SIGKILLed mid-start). Only restarting the Docker daemon releases it.
+	Stuck []string
 }
 
 // sweep removes the containers and networks of runs whose owner process is gone (a run killed
@@ -47,7 +51,11 @@ func Clean(ctx context.Context, opts ...runtimes.Option) (Swept, error) {
 	if err := ping(ctx, cli, cfg.PingTimeout); err != nil {
 		return Swept{}, err
 	}
-	return removeLabelled(ctx, cli, func(map[string]string) bool { return true }, true)
+	s, err := removeLabelled(ctx, cli, func(map[string]string) bool { return true }, true)
+	if len(s.Stuck) > 0 {
+		err = errors.Join(err, fmt.Errorf("the engine will not remove network(s) %s: each holds an endpoint of a container that no longer exists; restarting the Docker daemon releases them", strings.Join(s.Stuck, ", ")))
+	}
+	return s, err
 }
 
 func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[string]string) bool, images bool) (Swept, error) {
@@ -76,9 +84,15 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 		if !remove(n.Labels) {
 			continue
 		}
-		if _, err := api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil && !removedElsewhere(err) {
-			errs = append(errs, fmt.Errorf("remove leftover network %s (run %s): %w", n.Name, n.Labels[runtimes.LabelRun], err))
-			continue
+		if _, err := api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil {
+			if staleEndpoints(ctx, api, n.ID, err) {
+				s.Stuck = append(s.Stuck, fmt.Sprintf("%s (run %s)", n.Name, n.Labels[runtimes.LabelRun]))
+				continue
+			}
+			if !removedElsewhere(err) {
+				errs = append(errs, fmt.Errorf("remove leftover network %s (run %s): %w", n.Name, n.Labels[runtimes.LabelRun], err))
+				continue
+			}
 		}
 		s.Networks++
 	}
@@ -103,6 +117,16 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 // a network whose containers that other sweep has not finished removing. That sweep completes it.
 func removedElsewhere(err error) bool {
 	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "active endpoints")
+}
+
+// staleEndpoints tells a network the engine refuses to remove for "active endpoints" while no
+// container is attached to it (another sweep removing its containers would show them).
+func staleEndpoints(ctx context.Context, api client.APIClient, id string, err error) bool {
+	if !strings.Contains(err.Error(), "active endpoints") {
+		return false
+	}
+	ni, ierr := api.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
+	return ierr == nil && len(ni.Network.Containers) == 0
 }
 
 // Labelled lists the containers, networks and images on the engine labelled with run runID (any
