@@ -59,10 +59,7 @@ const ipcRoot = "/tmp"
 // New connects to the engine (a bounded ping first: no engine is an EngineUnavailableError),
 // sweeps the leftovers of dead runs, and creates the run's network. Images are built on first use.
 func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
-	cfg := runtimes.DefaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := runtimes.NewConfig(opts...)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configure docker runtime: %w", err)
 	}
