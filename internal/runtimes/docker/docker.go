@@ -9,36 +9,36 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
-	tclog "github.com/testcontainers/testcontainers-go/log"
 
 	"github.com/widetp/widetp/harness/ipcdir"
 	"github.com/widetp/widetp/internal/runtimes"
 )
 
-// Docker is the Runtime on a Docker engine, through testcontainers-go: one user-defined bridge
+// Docker is the Runtime on a Docker engine, through the engine's own API client (the calls the
+// floor makes, nothing in between): one user-defined bridge
 // network per run, one container per host (hostname and network alias = the host, so libzmq and
 // the rendezvous resolve peers by name through the engine's DNS), a tmpfs at /tmp as the host's
 // private ipc directory, and labels that let a later run sweep what a killed one left.
 type Docker struct {
-	cfg      runtimes.Config
-	owner    runtimes.Owner
-	machine  string
-	provider *testcontainers.DockerProvider
-	api      client.APIClient
-	network  *testcontainers.DockerNetwork
-	images   *imageBuilder
+	cfg     runtimes.Config
+	owner   runtimes.Owner
+	machine string
+	api     *client.Client
+	netID   string
+	netName string
+	images  *imageBuilder
 
 	mu     sync.Mutex
 	nodes  map[string]*dockerNode
@@ -48,15 +48,10 @@ type Docker struct {
 
 type dockerNode struct {
 	spec runtimes.NodeSpec
-	ctr  testcontainers.Container
 	id   string
 }
 
 var _ runtimes.Runtime = (*Docker)(nil)
-
-// ryukEnv turns testcontainers' reaper off: it is a container image that would have to be pulled,
-// and no registry is reachable. The harness removes what it makes itself (Close, and the sweep).
-const ryukEnv = "TESTCONTAINERS_RYUK_DISABLED"
 
 // ipcRoot is the host's private ipc directory inside a container: its own tmpfs.
 const ipcRoot = "/tmp"
@@ -64,45 +59,30 @@ const ipcRoot = "/tmp"
 // New connects to the engine (a bounded ping first: no engine is an EngineUnavailableError),
 // sweeps the leftovers of dead runs, and creates the run's network. Images are built on first use.
 func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
-	cfg := runtimes.DefaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := runtimes.NewConfig(opts...)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configure docker runtime: %w", err)
-	}
-	if err := os.Setenv(ryukEnv, "true"); err != nil {
-		return nil, fmt.Errorf("disable the testcontainers reaper: %w", err)
 	}
 	cli, err := newEngineClient()
 	if err != nil {
 		return nil, err
 	}
-	err = ping(ctx, cli, cfg.PingTimeout)
-	cli.Close()
-	if err != nil {
+	if err := ping(ctx, cli, cfg.PingTimeout); err != nil {
+		cli.Close()
 		return nil, err
 	}
 	owner, err := runtimes.CurrentOwner()
 	if err != nil {
+		cli.Close()
 		return nil, err
 	}
-	quietOnce.Do(func() { tclog.SetDefault(quietLogger{}) })
-	provider, err := testcontainers.NewDockerProvider(testcontainers.WithLogger(quietLogger{}))
-	if err != nil {
-		return nil, &EngineUnavailableError{Host: "(testcontainers)", Err: err}
-	}
-	if !provider.Config().RyukDisabled {
-		provider.Close()
-		return nil, fmt.Errorf("start docker runtime: testcontainers read its configuration before the harness could turn Ryuk off; set %s=true", ryukEnv)
-	}
-	d := &Docker{cfg: cfg, owner: owner, machine: owner.Machine, provider: provider, api: provider.Client(), nodes: map[string]*dockerNode{}}
+	d := &Docker{cfg: cfg, owner: owner, machine: owner.Machine, api: cli, nodes: map[string]*dockerNode{}}
 	if cfg.Sweep {
 		sctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
 		s, err := sweep(sctx, d.api, func(o runtimes.Owner) bool { return o.Alive(d.machine) })
 		cancel()
 		if err != nil {
-			provider.Close()
+			cli.Close()
 			return nil, fmt.Errorf("sweep leftovers of earlier runs: %w", err)
 		}
 		if s.Containers+s.Networks > 0 {
@@ -113,15 +93,11 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		}
 	}
 	d.images = newImageBuilder(d.api, cfg, d.labels())
-	nw, err := provider.CreateNetwork(ctx, testcontainers.NetworkRequest{
-		Name:   "widetp-" + cfg.RunID,
-		Driver: "bridge",
-		Labels: d.labels(),
-	})
+	nw, err := cli.NetworkCreate(ctx, d.NetworkName(), client.NetworkCreateOptions{Driver: "bridge", Labels: d.labels()})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create the run's network: %w", err), d.Close(ctx))
 	}
-	d.network = nw.(*testcontainers.DockerNetwork)
+	d.netID, d.netName = nw.ID, d.NetworkName()
 	return d, nil
 }
 
@@ -316,53 +292,59 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) 
 	if err != nil {
 		return fmt.Errorf("start node %s: %w", s.Host, err)
 	}
-	var exposed []string
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	sort.Strings(envList)
+	exposed := network.PortSet{}
+	// Published ports listen on loopback only: the harness is the only outside client.
+	bindings := network.PortMap{}
 	for _, p := range s.Ports {
-		exposed = append(exposed, strconv.Itoa(p)+"/tcp")
+		port := network.MustParsePort(strconv.Itoa(p) + "/tcp")
+		exposed[port] = struct{}{}
+		bindings[port] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
 	}
-	req := testcontainers.ContainerRequest{
-		Image:  img.Ref,
-		Name:   "widetp-" + d.cfg.RunID + "-" + s.Host,
-		Cmd:    args,
-		Env:    env,
-		Labels: labels,
-		// A scratch image has no /tmp; the tmpfs is also the host's private ipc directory, so
-		// two hosts binding one ipc path do not collide, as on two real machines.
-		Tmpfs:          map[string]string{ipcRoot: "rw,mode=1777,size=" + d.cfg.TmpfsSize},
-		Networks:       []string{d.network.Name},
-		NetworkAliases: map[string][]string{d.network.Name: {s.Host}},
-		ExposedPorts:   exposed,
-		ConfigModifier: func(c *container.Config) {
+	res, err := d.api.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image: img.Ref,
+			Cmd:   args,
+			Env:   envList,
 			// The hostname is what vLLM's processes see as their host (gethostname).
-			c.Hostname = s.Host
+			Hostname:     s.Host,
+			Labels:       labels,
+			ExposedPorts: exposed,
 		},
-		HostConfigModifier: func(hc *container.HostConfig) {
-			// Published ports listen on loopback only: the harness is the only outside client.
-			hc.PortBindings = network.PortMap{}
-			for _, e := range exposed {
-				hc.PortBindings[network.MustParsePort(e)] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
-			}
+		HostConfig: &container.HostConfig{
+			// A scratch image has no /tmp; the tmpfs is also the host's private ipc directory, so
+			// two hosts binding one ipc path do not collide, as on two real machines.
+			Tmpfs:        map[string]string{ipcRoot: "rw,mode=1777,size=" + d.cfg.TmpfsSize},
+			PortBindings: bindings,
 		},
-	}
-	ctr, err := d.provider.CreateContainer(ctx, req)
+		// Peers resolve the host by name through the engine's DNS: its alias on the run's network.
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			d.netName: {Aliases: []string{s.Host}},
+		}},
+		Name: "widetp-" + d.cfg.RunID + "-" + s.Host,
+	})
 	if err != nil {
 		return fmt.Errorf("start node %s: create container: %w", s.Host, err)
 	}
 	d.mu.Lock()
 	closed := d.closed
 	if n, ok := d.nodes[s.Host]; ok && !closed {
-		n.ctr, n.id = ctr, ctr.GetContainerID()
+		n.id = res.ID
 	}
 	d.mu.Unlock()
 	if closed {
 		// Close ran while the engine created this container: it did not see it, so remove it here.
-		_, err := d.api.ContainerRemove(context.WithoutCancel(ctx), ctr.GetContainerID(), client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		_, err := d.api.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		return errors.Join(fmt.Errorf("start node %s: the runtime was closed during the start", s.Host), err)
 	}
-	if err := ctr.Start(ctx); err != nil {
-		return d.startFailure(s.Host, ctr.GetContainerID(), fmt.Errorf("start container: %w", err))
+	if _, err := d.api.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return d.startFailure(s.Host, res.ID, fmt.Errorf("start container: %w", err))
 	}
-	if err := d.waitReady(ctx, s, ctr.GetContainerID(), 0); err != nil {
+	if err := d.waitReady(ctx, s, res.ID, 0); err != nil {
 		return err
 	}
 	d.progressf("node %s up", s.Host)
@@ -490,8 +472,7 @@ func (d *Docker) Stop(ctx context.Context, host string) error {
 	if err != nil {
 		return fmt.Errorf("stop %w", err)
 	}
-	grace := d.cfg.StopGrace
-	if err := n.ctr.Stop(ctx, &grace); err != nil {
+	if err := d.stop(ctx, n.id); err != nil {
 		return fmt.Errorf("stop host %s: %w", host, err)
 	}
 	return nil
@@ -545,10 +526,9 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 	if err != nil {
 		return fmt.Errorf("restart %w", err)
 	}
-	grace := d.cfg.StopGrace
 	stopCtx, cancelStop := context.WithTimeout(ctx, d.cfg.OpTimeout)
 	defer cancelStop()
-	if err := n.ctr.Stop(stopCtx, &grace); err != nil {
+	if err := d.stop(stopCtx, n.id); err != nil {
 		return fmt.Errorf("restart host %s: stop: %w", host, err)
 	}
 	seen := 0
@@ -560,7 +540,7 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
-	if err := n.ctr.Start(sctx); err != nil {
+	if _, err := d.api.ContainerStart(sctx, n.id, client.ContainerStartOptions{}); err != nil {
 		return d.startFailure(host, n.id, fmt.Errorf("restart: %w", err))
 	}
 	return d.waitReady(sctx, n.spec, n.id, seen)
@@ -631,13 +611,9 @@ func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error
 	if err != nil {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of %w", err)
 	}
-	code, out, err := n.ctr.Exec(ctx, []string{runtimes.WidetpPath, "ipcls", ipcRoot})
+	code, stdout, stderr, err := d.exec(ctx, n.id, runtimes.WidetpPath, "ipcls", ipcRoot)
 	if err != nil {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %w", host, err)
-	}
-	var stdout, stderr bytes.Buffer
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, out); err != nil {
-		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: read output: %w", host, err)
 	}
 	if code != 0 {
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %s ipcls exited %d: %s", host, runtimes.WidetpPath, code, strings.TrimSpace(stderr.String()))
@@ -726,15 +702,15 @@ func (d *Docker) Close(ctx context.Context) error {
 	d.mu.Unlock()
 	var errs []error
 	errs = append(errs, err)
-	if d.network != nil && remaining == 0 {
-		if _, err := d.api.NetworkRemove(ctx, d.network.ID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove network %s: %w", d.network.Name, err))
+	if d.netID != "" && remaining == 0 {
+		if _, err := d.api.NetworkRemove(ctx, d.netID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", d.netName, err))
 		} else {
-			d.network = nil
+			d.netID = ""
 		}
 	}
-	// Only idle connections close: the provider stays usable for a retry of Close.
-	_ = d.provider.Close()
+	// Only idle connections close: the client stays usable for a retry of Close.
+	_ = d.api.Close()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close run %s: %w", d.cfg.RunID, err)
 	}
@@ -745,12 +721,43 @@ func (d *Docker) progressf(format string, args ...any) {
 	runtimes.ProgressLine(d.cfg.Progress, format, args...)
 }
 
-// quietLogger drops testcontainers' own log lines: they are per container and API call; the
-// runtime reports its steps through the progress writer instead.
-type quietLogger struct{}
+// stop asks a container's program to end (SIGTERM) and kills it after the stop grace.
+func (d *Docker) stop(ctx context.Context, id string) error {
+	secs := int((d.cfg.StopGrace + time.Second - 1) / time.Second)
+	_, err := d.api.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
+	return err
+}
 
-// quietOnce silences testcontainers' process-wide logger (its connection banner) once: the CLI's
-// stdout is the report and its stderr the progress.
-var quietOnce sync.Once
-
-func (quietLogger) Printf(string, ...any) {}
+// exec runs argv in a container and returns its exit code and output.
+func (d *Docker) exec(ctx context.Context, id string, argv ...string) (int, bytes.Buffer, bytes.Buffer, error) {
+	var stdout, stderr bytes.Buffer
+	ex, err := d.api.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, stdout, stderr, fmt.Errorf("exec create: %w", err)
+	}
+	att, err := d.api.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, stdout, stderr, fmt.Errorf("exec attach: %w", err)
+	}
+	defer att.Close()
+	if _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); err != nil {
+		return 0, stdout, stderr, fmt.Errorf("read exec output: %w", err)
+	}
+	// The output ends when the program does; the engine may record its exit a moment later.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ins, err := d.api.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, stdout, stderr, fmt.Errorf("exec inspect: %w", err)
+		}
+		if !ins.Running {
+			return ins.ExitCode, stdout, stderr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, stdout, stderr, fmt.Errorf("exec: still running: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -26,10 +26,7 @@ var floorSeq atomic.Int64
 // network. Everything it makes carries the run and owner labels, so the sweep removes it if the
 // measurement dies half-way. The image is built (or found) first, untimed.
 func Floor(ctx context.Context, n int, opts ...runtimes.Option) (time.Duration, error) {
-	cfg := runtimes.DefaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := runtimes.NewConfig(opts...)
 	cfg.RunID = fmt.Sprintf("floor-%d-%d", os.Getpid(), floorSeq.Add(1))
 	if err := cfg.Validate(); err != nil {
 		return 0, fmt.Errorf("floor: %w", err)

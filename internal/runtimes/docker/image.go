@@ -173,10 +173,7 @@ func newImageBuilder(api client.APIClient, cfg runtimes.Config, labels map[strin
 // BuildImages builds the images of programs (or finds them by content hash) without starting a
 // run: `widetp images`, and CI warming its cache. The images carry a run label of their own.
 func BuildImages(ctx context.Context, programs []runtimes.Program, opts ...runtimes.Option) ([]Image, error) {
-	cfg := runtimes.DefaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := runtimes.NewConfig(opts...)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("build images: %w", err)
 	}

@@ -39,10 +39,7 @@ func sweep(ctx context.Context, api client.APIClient, alive func(runtimes.Owner)
 // Clean removes everything labelled io.widetp.run, whoever made it, images included (`make clean`).
 // Do not call it while runs are in flight: it removes their nodes too.
 func Clean(ctx context.Context, opts ...runtimes.Option) (Swept, error) {
-	cfg := runtimes.DefaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := runtimes.NewConfig(opts...)
 	cli, err := newEngineClient()
 	if err != nil {
 		return Swept{}, err

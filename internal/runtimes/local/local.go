@@ -86,10 +86,7 @@ const (
 // WithoutSweep), makes this run's directory, and reserves the run's block of loopback addresses.
 // It returns a *Local.
 func New(ctx context.Context, opts ...runtimes.Option) (runtimes.Runtime, error) {
-	cfg := runtimes.DefaultConfig()
-	for _, o := range opts {
-		o(&cfg)
-	}
+	cfg := runtimes.NewConfig(opts...)
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configure local runtime: %w", err)
 	}
