@@ -3,6 +3,7 @@ package scenarios
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -114,10 +115,12 @@ type Step struct {
 	Name   string
 	After  Trigger
 	Action Action
-	// Target is the host or process ID of kill, restart, pause, resume and steal-port.
+	// Targets are the hosts and process IDs of kill, restart, pause and resume (several act at
+	// once: restarting every node of a replica is not restarting them one after the other).
+	// IsProcess tells a process ID from a host.
+	Targets []string
+	// Target is the process of a steal-port.
 	Target string
-	// Process reports whether Target is a process ID (else a host).
-	Process bool
 	// Hosts and From are the sides of a partition; FromStore cuts Hosts from the store instead.
 	Hosts, From []string
 	FromStore   bool
@@ -152,8 +155,12 @@ func (s Step) Describe() string {
 	case ActStealPort:
 		return fmt.Sprintf("steal-port %s of %s", s.Channel, s.Target)
 	}
-	return string(s.Action) + " " + s.Target
+	return string(s.Action) + " " + strings.Join(s.Targets, ",")
 }
+
+// IsProcess reports whether a target names a process ("host/command/role-index...") rather than
+// a host.
+func IsProcess(target string) bool { return strings.Contains(target, "/") }
 
 var stepNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
@@ -230,12 +237,12 @@ func (p *parser) faults(s *Scenario, v *yaml.Node) {
 		case ActResume:
 			paused := false
 			for _, prev := range s.Faults[:i] {
-				if prev.Action == ActPause && prev.Target == st.Target {
+				if prev.Action == ActPause && slices.Equal(prev.Targets, st.Targets) {
 					paused = true
 				}
 			}
-			if !paused && st.Target != "" {
-				p.errorAt(st.actionLine, path+".resume", "%q is not paused by an earlier step", st.Target)
+			if !paused && len(st.Targets) > 0 {
+				p.errorAt(st.actionLine, path+".resume", "%s: not paused by an earlier step (resume what one pause step paused)", strings.Join(st.Targets, ","))
 			}
 		}
 	}
@@ -254,10 +261,19 @@ func (p *parser) action(st *Step, f field, path string) {
 	st.actionLine = f.value.Line
 	switch st.Action {
 	case ActKill, ActRestart, ActPause, ActResume:
-		st.Target, _ = p.str(f.value, apath)
-		st.Process = strings.Contains(st.Target, "/")
-		if st.Process && (st.Action == ActPause || st.Action == ActResume) {
-			p.errorf(f.value, apath, "%q: %s acts on a node (a host name), not a process", st.Target, st.Action)
+		if f.value.Kind == yaml.SequenceNode {
+			for i, tv := range p.list(f.value, apath, "a host, a process ID or a list of them", "name at least one target") {
+				if t, ok := p.str(tv, fmt.Sprintf("%s[%d]", apath, i)); ok {
+					st.Targets = append(st.Targets, t)
+				}
+			}
+		} else if t, ok := p.str(f.value, apath); ok {
+			st.Targets = []string{t}
+		}
+		for _, t := range st.Targets {
+			if IsProcess(t) && (st.Action == ActPause || st.Action == ActResume) {
+				p.errorf(f.value, apath, "%q: %s acts on a node (a host name), not a process", t, st.Action)
+			}
 		}
 	case ActPartition:
 		m := p.mapping(f.value, apath, "hosts", "from")
@@ -307,7 +323,6 @@ func (p *parser) action(st *Step, f field, path string) {
 		}
 		if v, ok := m.get("process"); ok {
 			st.Target, _ = p.str(v.value, apath+".process")
-			st.Process = true
 		} else {
 			p.errorf(f.value, apath+".process", "required: the ID of the process about to bind")
 		}
@@ -397,6 +412,8 @@ func (p *parser) checkFaults(s *Scenario) {
 	}
 	// binds[id] lists the channels process id binds; a process with no entry is not planned.
 	binds := map[string][]string{}
+	// tops are the top process of every command (what a restart can name).
+	tops := map[string]bool{}
 	opts := vllm.Options{Model: s.Model, Profile: s.Resolved, Seed: s.Name}
 	for _, vn := range s.Deployment().Nodes {
 		plan, err := vllm.PlanNode(vn, opts)
@@ -404,6 +421,7 @@ func (p *parser) checkFaults(s *Scenario) {
 			continue // checkGPUs reported it
 		}
 		for _, top := range plan.Commands {
+			tops[top.Identity.ID] = true
 			walk(top, func(pp *vllm.ProcessPlan) {
 				chans := []string{}
 				for _, a := range pp.Addresses {
@@ -432,10 +450,14 @@ func (p *parser) checkFaults(s *Scenario) {
 		apath := path + "." + string(st.Action)
 		switch st.Action {
 		case ActKill, ActRestart, ActPause, ActResume:
-			if st.Process {
-				proc(st.actionLine, apath, st.Target)
-			} else {
-				host(st.actionLine, apath, st.Target)
+			for _, t := range st.Targets {
+				if !IsProcess(t) {
+					host(st.actionLine, apath, t)
+				} else if proc(st.actionLine, apath, t) && st.Action == ActRestart && !tops[t] {
+					// vLLM restarts nothing below a command's top process on its own: a worker or
+					// engine core comes back only with the command that started it.
+					p.errorAt(st.actionLine, apath, "%q is not the top process of a command: restart its command's top process or its host", t)
+				}
 			}
 		case ActPartition:
 			side := map[string]bool{}

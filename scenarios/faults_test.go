@@ -34,7 +34,7 @@ func TestFaultsTimeline(t *testing.T) {
   - store-wipe:
   - store-fault: kind=latency,plane=metadata,latency=200ms,count=3
   - after: {step: cut}
-    kill: follower
+    restart: [follower, head]
   - steal-port: {process: head/0/api-server-0, channel: api-server}
 `
 	s, err := scenarios.Parse("x.yaml", []byte(src))
@@ -54,14 +54,14 @@ func TestFaultsTimeline(t *testing.T) {
 		"step-5: store-restart after step step-4",
 		"step-6: store-wipe after step step-5",
 		"step-7: store-fault latency after step step-6",
-		"step-8: kill follower after step cut",
+		"step-8: restart follower,head after step cut",
 		"step-9: steal-port api-server of head/0/api-server-0 after step step-8",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("timeline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if !s.Faults[2].Process || s.Faults[8].Process {
-		t.Errorf("a target with a slash is a process, a host name a node: got %v, %v", s.Faults[2].Process, s.Faults[8].Process)
+	if !scenarios.IsProcess(s.Faults[2].Targets[0]) || scenarios.IsProcess(s.Faults[8].Targets[0]) {
+		t.Errorf("a target with a slash is a process, a host name a node: got %q, %q", s.Faults[2].Targets, s.Faults[8].Targets)
 	}
 	if f := s.Faults[7].StoreFault; f == nil || f.Count != 3 || f.Plane != "metadata" {
 		t.Errorf("store-fault parsed as %+v", f)
@@ -73,7 +73,10 @@ func TestFaultsErrors(t *testing.T) {
 		{"  - kill: nobody\n", `x.yaml:11: faults[0].kill: "nobody" is not a host of this scenario (hosts: follower, head)`},
 		{"  - kill: head/0/engine-core-7\n", `x.yaml:11: faults[0].kill: "head/0/engine-core-7" is not a process this deployment starts`},
 		{"  - pause: head/0/api-server-0\n", `x.yaml:11: faults[0].pause: "head/0/api-server-0": pause acts on a node`},
-		{"  - resume: head\n", `x.yaml:11: faults[0].resume: "head" is not paused by an earlier step`},
+		{"  - resume: head\n", `x.yaml:11: faults[0].resume: head: not paused by an earlier step`},
+		{"  - restart: head/0/api-server-0/engine-core-0\n", `is not a process this deployment starts`},
+		{"  - restart: follower/0/headless-0/worker-0\n", `faults[0].restart: "follower/0/headless-0/worker-0" is not the top process of a command`},
+		{"  - kill: [head, nobody]\n", `faults[0].kill: "nobody" is not a host`},
 		{"  - heal: cut\n", `x.yaml:11: faults[0].heal: "cut" is not an earlier step`},
 		{"  - name: p\n    pause: head\n  - heal: p\n", `x.yaml:13: faults[1].heal: "p" is a pause step, not a partition`},
 		{"  - kill: head\n    restart: head\n", `x.yaml:12: faults[0]: one action per step, got kill and restart`},
