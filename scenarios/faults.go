@@ -24,29 +24,29 @@ type Action string
 
 const (
 	// ActKill kills a node (every process of the host) or one process and its children with SIGKILL.
-	ActKill Action = "kill"
+	ActKill Action = vllm.FaultKill
 	// ActRestart kills a node or a process and starts it again with the same command line.
-	ActRestart Action = "restart"
+	ActRestart Action = vllm.FaultRestart
 	// ActPause freezes a node (the cgroup freezer on Docker, SIGSTOP of its tree locally).
-	ActPause Action = "pause"
+	ActPause Action = vllm.FaultPause
 	// ActResume thaws a node an earlier step paused.
-	ActResume Action = "resume"
+	ActResume Action = vllm.FaultResume
 	// ActPartition cuts every connection between two sets of hosts (or a set and the store).
-	ActPartition Action = "partition"
+	ActPartition Action = vllm.FaultPartition
 	// ActHeal undoes an earlier partition step.
-	ActHeal Action = "heal"
+	ActHeal Action = vllm.FaultHeal
 	// ActStoreRestart restarts the fake Mooncake store: it comes back empty, and the clients that
 	// ping get NEED_REMOUNT (Mooncake's master keeps its state in memory only).
-	ActStoreRestart Action = "store-restart"
+	ActStoreRestart Action = vllm.FaultStoreRestart
 	// ActStoreWipe loses every metadata key (rpc_meta, ram) while the master keeps its clients:
 	// the metadata server alone lost its state, so no ping asks anyone to re-register.
-	ActStoreWipe Action = "store-wipe"
+	ActStoreWipe Action = vllm.FaultStoreWipe
 	// ActStoreFault adds one of the store's faults (latency, drop, refuse, status, lose-keys,
 	// ignore-pings) in the store's flag syntax.
-	ActStoreFault Action = "store-fault"
+	ActStoreFault Action = vllm.FaultStoreFault
 	// ActStealPort binds the address a process is about to bind, between the moment it learns the
 	// address and the bind: a probe-then-bind race (vLLM#40443) made deterministic.
-	ActStealPort Action = "steal-port"
+	ActStealPort Action = vllm.FaultStealPort
 )
 
 // Actions lists every action, in the README's order.
@@ -492,5 +492,22 @@ func sortedKeys(m map[string]bool) []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// FaultSteps is the timeline as the model takes it (vllm.PredictTimeline).
+func (s *Scenario) FaultSteps() []vllm.FaultStep {
+	out := make([]vllm.FaultStep, len(s.Faults))
+	for i, st := range s.Faults {
+		f := vllm.FaultStep{Name: st.Name, Action: string(st.Action), Targets: st.Targets,
+			Hosts: st.Hosts, From: st.From, FromStore: st.FromStore}
+		if st.Action == ActStealPort {
+			f.Process, f.Channel = st.Target, st.Channel
+		}
+		if st.StoreFault != nil {
+			f.StoreFault, f.StoreSegment = st.StoreFault.Kind, st.StoreFault.Segment
+		}
+		out[i] = f
+	}
 	return out
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/report/htmlreport"
 	"github.com/widetp/widetp/scenarios"
@@ -87,14 +86,14 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		return plannerExit(err)
 	}
 	defer release()
-	procs, err := predictWith(context.Background(), pl, s)
+	pred, err := predictChecked(context.Background(), pl, s)
 	if err != nil {
 		fmt.Fprintf(stderr, "widetp explain: %s: predict: %v\n", s.File, err)
 		return exitBadInput
 	}
-	predicted := time.Now()
-	violations := check.Run(procs)
+	procs, violations := pred.procs, pred.violations
 	checked := time.Now()
+	predicted := checked.Add(-pred.checking)
 
 	rep := report.Report{
 		Scenario:   s.Name,
@@ -110,6 +109,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 			"check":   checked.Sub(predicted).Seconds(),
 		},
 		Planner: reportPlanner(pl),
+		Steps:   pred.steps,
 	}
 	if len(violations) > 0 {
 		rep.Verdict = "fail"

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"time"
 
+	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
@@ -22,6 +24,52 @@ func predictWith(ctx context.Context, pl vllm.Planner, s *scenarios.Scenario) ([
 		return nil, err
 	}
 	return vllm.PredictPlans(d, plans)
+}
+
+// prediction is what the model says a run of a scenario shows: its records after the timeline
+// (after start-up when it has none), every violation found at any point, and the timeline.
+type prediction struct {
+	procs      []report.Process
+	violations []report.Violation
+	steps      []report.Step
+	// checking is the time the checks took.
+	checking time.Duration
+}
+
+// predictChecked predicts s with pl's plans and runs the checks once the deployment settled and
+// again after every fault step, as a run does.
+func predictChecked(ctx context.Context, pl vllm.Planner, s *scenarios.Scenario) (*prediction, error) {
+	if len(s.Faults) == 0 {
+		procs, err := predictWith(ctx, pl, s)
+		if err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		vs := check.Run(procs)
+		return &prediction{procs: procs, violations: vs, checking: time.Since(t0)}, nil
+	}
+	d := s.Deployment()
+	plans, err := pl.PlanDeployment(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	t, err := vllm.PredictTimeline(d, plans, s.FaultSteps())
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	prev := check.Run(t.Settled)
+	out := &prediction{procs: t.Settled, violations: prev}
+	defer func() { out.checking = time.Since(t0) }()
+	for i, sp := range t.Steps {
+		vs := check.Run(sp.Processes)
+		st := s.Faults[i]
+		out.steps = append(out.steps, report.Step{Name: st.Name, Action: st.Describe(), After: st.After.String(),
+			Effects: sp.Effects, Violations: check.New(prev, vs)})
+		out.violations = check.Union(out.violations, vs)
+		out.procs, prev = sp.Processes, vs
+	}
+	return out, nil
 }
 
 // reportPlanner is a planner's source as a report records it.
