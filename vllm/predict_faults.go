@@ -72,7 +72,7 @@ func PredictTimeline(d Deployment, plans []*NodePlan, steps []FaultStep) (*Timel
 		var effects []string
 		switch st.Action {
 		case FaultStealPort:
-			effects = []string{s.steals.effect(st)}
+			effects = []string{s.stealEffect(st)}
 		case FaultKill:
 			effects = kill(next, st.Targets, "killed by step "+st.Name)
 		case FaultRestart:
@@ -115,29 +115,36 @@ func clone(procs []report.Process) []report.Process {
 	return out
 }
 
-// runsUnder reports whether process id is target or below it, or runs on target (a host).
-func runsUnder(p report.Process, target string) bool {
-	if !strings.Contains(target, "/") {
-		return p.Host == target
-	}
-	return p.ID == target || strings.HasPrefix(p.ID, target+"/")
-}
-
-// kill ends the live processes of the targets with SIGKILL, and their ancestors on the same
-// host: a worker's executor sees its worker die and shuts down (vllm/v1/executor/
-// multiproc_executor.py start_worker_monitor), its engine core and front end with it. The exits
-// are Expected: the step asked for them.
+// kill ends the live processes of the targets (a host's every process; a process with its
+// descendants) with SIGKILL, and their ancestors on the same host: a worker's executor sees its
+// worker die and shuts down (vllm/v1/executor/multiproc_executor.py start_worker_monitor), its
+// engine core and front end with it. The exits are Expected: the step asked for them.
 func kill(procs []report.Process, targets []string, why string) []string {
 	byID := map[string]int{}
+	children := map[string][]int{}
 	for i, p := range procs {
 		byID[p.ID] = i
+		if p.Parent != "" {
+			children[p.Parent] = append(children[p.Parent], i)
+		}
 	}
 	dead := map[int]bool{}
+	var down func(i int)
+	down = func(i int) {
+		dead[i] = true
+		for _, c := range children[procs[i].ID] {
+			down(c)
+		}
+	}
 	for _, t := range targets {
 		for i, p := range procs {
-			if runsUnder(p, t) {
-				dead[i] = true
-				// Its ancestors on its host go down with it.
+			switch {
+			case !strings.Contains(t, "/"):
+				if p.Host == t {
+					dead[i] = true
+				}
+			case p.ID == t:
+				down(i)
 				for par := p.Parent; par != ""; {
 					j, ok := byID[par]
 					if !ok || procs[j].Host != p.Host {
@@ -332,13 +339,28 @@ func (s *steals) take(p *simProc, channel, endpoint string) bool {
 	return true
 }
 
-func (s *steals) effect(st FaultStep) string {
-	x := s.by[st.Process+"\x00"+st.Channel]
+// stealEffect says what a steal-port step did: the endpoint it took, or why there was nothing to
+// take (a bind of port 0 or of an ipc path, which the paper does not execute, or no bind at all).
+func (s *sim) stealEffect(st FaultStep) string {
+	x := s.steals.by[st.Process+"\x00"+st.Channel]
 	switch {
-	case x == nil || !x.done:
-		return "nothing to take: " + st.Process + " never got to bind its " + st.Channel + " address"
-	case x.took != "":
+	case x != nil && x.took != "":
 		return "bound " + x.took + " after " + st.Process + " learnt it and before it bound it"
+	case x != nil && x.done:
+		return x.nothing
 	}
-	return x.nothing
+	for _, p := range s.procs {
+		if p.rec.ID != st.Process {
+			continue
+		}
+		if !p.started || p.exited && p.rec.Crashed() {
+			break
+		}
+		for _, a := range p.plan.Addresses {
+			if a.Role == report.AddressBind && a.Channel == st.Channel && !a.Exercised {
+				return "nothing to take: " + st.Process + " binds " + a.Endpoint + " (the kernel picks the port at the bind, or libzmq takes an ipc path over)"
+			}
+		}
+	}
+	return "nothing to take: " + st.Process + " never got to bind its " + st.Channel + " address"
 }
