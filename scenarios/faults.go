@@ -61,6 +61,9 @@ const (
 	AfterEvent = "event"
 	// AfterStep: another (earlier) step finished and the deployment settled again after it.
 	AfterStep = "step"
+	// AfterStart: armed when the deployment starts, acting at the moment its target reaches the
+	// point it waits for (a steal-port: the process learnt the address it is about to bind).
+	AfterStart = "start"
 )
 
 // Events a trigger can wait for: each is an entry of the fake store's event log (README,
@@ -105,6 +108,8 @@ func (t Trigger) String() string {
 		return s
 	case AfterStep:
 		return "step " + t.Step
+	case AfterStart:
+		return "start, when the process learns the address"
 	}
 	return AfterSettled
 }
@@ -217,7 +222,14 @@ func (p *parser) faults(s *Scenario, v *yaml.Node) {
 			st.After = Trigger{Kind: AfterStep, Step: s.Faults[i-1].Name}
 		}
 		if f, ok := m.get("after"); ok {
-			p.trigger(&st, f.value, path+".after", names)
+			if st.Action == ActStealPort {
+				p.errorf(f.key, path+".after", "a steal-port takes no trigger: it is armed at start and acts when the process learns the address")
+			} else {
+				p.trigger(&st, f.value, path+".after", names)
+			}
+		}
+		if st.Action == ActStealPort {
+			st.After = Trigger{Kind: AfterStart}
 		}
 		s.Faults = append(s.Faults, st)
 	}

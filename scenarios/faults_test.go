@@ -55,7 +55,7 @@ func TestFaultsTimeline(t *testing.T) {
 		"step-6: store-wipe after step step-5",
 		"step-7: store-fault latency after step step-6",
 		"step-8: restart follower,head after step cut",
-		"step-9: steal-port api-server of head/0/api-server-0 after step step-8",
+		"step-9: steal-port api-server of head/0/api-server-0 after start, when the process learns the address",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("timeline:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -93,6 +93,7 @@ func TestFaultsErrors(t *testing.T) {
 		{"  - store-fault: kind=restart\n", `faults[0].store-fault: use the store-restart action`},
 		{"  - steal-port: {process: head/0/api-server-0, channel: torch-world}\n", `faults[0].steal-port.channel: head/0/api-server-0 binds no "torch-world" address (it binds: api-server`},
 		{"  - steal-port: {channel: api-server}\n", `faults[0].steal-port.process: required`},
+		{"  - steal-port: {process: head/0/api-server-0, channel: api-server}\n    after: settled\n", `x.yaml:12: faults[0].after: a steal-port takes no trigger`},
 		{"  - name: a\n    kill: head\n  - name: a\n    kill: follower\n", `x.yaml:13: faults[1].name: "a" is already the name of faults[0]`},
 		{"  - name: Big\n    kill: head\n", `faults[0].name: "Big" must match`},
 	} {

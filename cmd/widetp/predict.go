@@ -57,6 +57,16 @@ func predictChecked(ctx context.Context, pl vllm.Planner, s *scenarios.Scenario)
 	if err != nil {
 		return nil, err
 	}
+	// What steal-port steps did, they did during start-up: the start-up without them tells which
+	// of the settled deployment's violations are theirs.
+	var stolen []report.Violation
+	if hasSteal(s) {
+		plain, err := vllm.PredictPlans(d, plans)
+		if err != nil {
+			return nil, err
+		}
+		stolen = check.New(check.Run(plain), check.Run(t.Settled))
+	}
 	t0 := time.Now()
 	prev := check.Run(t.Settled)
 	out := &prediction{procs: t.Settled, violations: prev}
@@ -64,8 +74,12 @@ func predictChecked(ctx context.Context, pl vllm.Planner, s *scenarios.Scenario)
 	for i, sp := range t.Steps {
 		vs := check.Run(sp.Processes)
 		st := s.Faults[i]
+		found := check.New(prev, vs)
+		if st.Action == scenarios.ActStealPort {
+			found, stolen = stolen, []report.Violation{}
+		}
 		out.steps = append(out.steps, report.Step{Name: st.Name, Action: st.Describe(), After: st.After.String(),
-			Effects: sp.Effects, Violations: check.New(prev, vs)})
+			Effects: sp.Effects, Violations: found})
 		out.violations = check.Union(out.violations, vs)
 		out.procs, prev = sp.Processes, vs
 	}
@@ -76,4 +90,13 @@ func predictChecked(ctx context.Context, pl vllm.Planner, s *scenarios.Scenario)
 func reportPlanner(pl vllm.Planner) *report.Planner {
 	src := pl.Source()
 	return &report.Planner{Name: pl.Name(), Version: src.Version, Commit: src.Commit, Path: src.Path, Digest: src.Digest}
+}
+
+func hasSteal(s *scenarios.Scenario) bool {
+	for _, st := range s.Faults {
+		if st.Action == scenarios.ActStealPort {
+			return true
+		}
+	}
+	return false
 }
