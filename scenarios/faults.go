@@ -323,8 +323,12 @@ func (p *parser) action(st *Step, f field, path string) {
 			p.errorf(f.value, apath, "%v", err)
 			return
 		}
-		if ft.Kind == api.FaultRestart {
+		switch ft.Kind {
+		case api.FaultRestart:
 			p.errorf(f.value, apath, "use the store-restart action for a restart")
+			return
+		case api.FaultWipe:
+			p.errorf(f.value, apath, "use the store-wipe action for a wipe")
 			return
 		}
 		st.StoreFault = &ft

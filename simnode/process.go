@@ -584,6 +584,7 @@ func (p *proc) registerSegment(ctx context.Context) *pyError {
 	defer cancel()
 	mc, err := mooncake.Setup(sctx, p.store, mooncake.Config{
 		LocalHostname: p.plan.SegmentHost,
+		Remount:       p.plan.SegmentRemount,
 		ListenIP:      p.spec.Runtime.ListenIP,
 		Rand:          p.seed(),
 		Log:           p.log,

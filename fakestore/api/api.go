@@ -355,11 +355,12 @@ const (
 	FaultStatus      = "status"       // answer Status (metadata/admin) or Code (master) with the real body
 	FaultRestart     = "restart"      // lose all state now (clients then see NEED_REMOUNT)
 	FaultLoseKeys    = "lose-keys"    // lose one worker's keys and mount now (by Segment or Peer)
+	FaultWipe        = "wipe"         // lose every metadata key now; the master keeps its clients
 	FaultIgnorePings = "ignore-pings" // pings of Client (or from Peer) do not keep it alive
 )
 
 // FaultKinds lists every fault kind.
-var FaultKinds = []string{FaultLatency, FaultDrop, FaultRefuse, FaultStatus, FaultRestart, FaultLoseKeys, FaultIgnorePings}
+var FaultKinds = []string{FaultLatency, FaultDrop, FaultRefuse, FaultStatus, FaultRestart, FaultLoseKeys, FaultIgnorePings, FaultWipe}
 
 // Fault is one injected failure. Scope fields left empty match everything. A fault with Count
 // shapes that many matching requests; with Duration it lasts that long; with neither it lasts
