@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/widetp/widetp/scenarios"
@@ -205,6 +206,13 @@ type nodeConfig struct {
 	// whole deployment, as explain does, for the processes that dial another node's.
 	Deployment []nodeDeployment `json:"deployment,omitempty"`
 	Plan       *vllm.NodePlan   `json:"plan,omitempty"`
+	// Steals are the scenario's steal-port steps on this node (simnode.Config.Steals).
+	Steals []nodeSteal `json:"steals,omitempty"`
+}
+
+type nodeSteal struct {
+	Process string `json:"process"`
+	Channel string `json:"channel"`
 }
 
 type nodeDeployment struct {
@@ -255,6 +263,11 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 	}
 	for _, m := range s.Nodes {
 		cfg.Deployment = append(cfg.Deployment, nodeDeployment{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
+	}
+	for _, st := range s.Faults {
+		if st.Action == scenarios.ActStealPort && strings.HasPrefix(st.Target, n.Host+"/") {
+			cfg.Steals = append(cfg.Steals, nodeSteal{Process: st.Target, Channel: st.Channel})
+		}
 	}
 	if t.StoreStart > 0 {
 		cfg.Timeouts.StoreStart = t.StoreStart.String()

@@ -124,7 +124,16 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	fam := newFamily(familyConfig{
 		exe:      opts.Executable,
 		setpgid:  true,
-		spec:     func(p *vllm.ProcessPlan) procSpec { s := spec; s.Plan = p; return s },
+		spec: func(p *vllm.ProcessPlan) procSpec {
+			s := spec
+			s.Plan = p
+			for _, st := range cfg.Steals {
+				if st.Process == p.Identity.ID {
+					s.Steal = append(s.Steal, st.Channel)
+				}
+			}
+			return s
+		},
 		post:     store.PostReport,
 		exited:   seq.exited,
 		stderr:   opts.Stderr,
