@@ -122,8 +122,8 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	}
 	spec := procSpec{Host: cfg.Host, Runtime: rt, Store: cfg.Store, Timeouts: cfg.Timeouts, Seed: seedNumber(cfg.Seed), Sequencer: seq.ln.Addr().String()}
 	fam := newFamily(familyConfig{
-		exe:      opts.Executable,
-		setpgid:  true,
+		exe:     opts.Executable,
+		setpgid: true,
 		spec: func(p *vllm.ProcessPlan) procSpec {
 			s := spec
 			s.Plan = p

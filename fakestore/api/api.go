@@ -345,6 +345,9 @@ type NodeStatus struct {
 	Pending []string `json:"pending,omitempty"`
 	// Seq counts the node's posts, so that a reader can tell a newer status from an older one.
 	Seq int `json:"seq"`
+	// Boot tells the node program's runs apart (its start time, Unix nanoseconds): a node that
+	// restarted counts its Seq from 1 again, and its statuses replace those of the run before.
+	Boot int64 `json:"boot,omitempty"`
 }
 
 // Fault kinds.
