@@ -167,6 +167,7 @@ func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
 	}, NodeTimeout(time.Minute))
 	Expect(err).NotTo(HaveOccurred(), "start %s on %s", s.Name, rt)
 	Expect(c.Settle(ctx)).To(Succeed(), "settle %s on %s", s.Name, rt)
+	Expect(c.RunTimeline(ctx)).To(Succeed(), "follow the fault timeline of %s on %s", s.Name, rt)
 	r.report, err = c.Report(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	recordReport(dir, r.report)

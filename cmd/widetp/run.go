@@ -206,6 +206,11 @@ func (r *runner) run(ctx context.Context, runtime string) int {
 		runErr = err
 	} else {
 		runErr = cl.Settle(ctx)
+		if runErr == nil && ctx.Err() == nil {
+			// The fault timeline, on a settled deployment only: a start that already failed
+			// leaves nothing to break on purpose.
+			runErr = cl.RunTimeline(ctx)
+		}
 		if ctx.Err() == nil {
 			var rerr error
 			rep, rerr = cl.Report(ctx)
