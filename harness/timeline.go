@@ -300,6 +300,12 @@ func (c *Cluster) act(ctx context.Context, st scenarios.Step, procs []report.Pro
 			delete(t.killed, h)
 		}
 		t.mu.Unlock()
+		// The boots of the runs being replaced, read before the restart: the new runs post as
+		// soon as they are up.
+		old, err := c.boots(ctx)
+		if err != nil {
+			return nil, err
+		}
 		var wg sync.WaitGroup
 		errs := make([]error, len(st.Targets))
 		for i, h := range st.Targets {
@@ -313,7 +319,7 @@ func (c *Cluster) act(ctx context.Context, st scenarios.Step, procs []report.Pro
 		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
-		if err := c.settleHosts(ctx, st.Targets, since); err != nil {
+		if err := c.settleHosts(ctx, st.Targets, since, old); err != nil {
 			return nil, err
 		}
 		return []string{"restarted " + strings.Join(st.Targets, ", ") + " with the same command lines; the deployment settled again"}, nil
@@ -381,19 +387,24 @@ func (c *Cluster) waitStopped(ctx context.Context, host string) error {
 	}
 }
 
-// settleHosts waits until each host posted a settled status of a program run started after seq
-// (a restarted node's new Boot), on the store's event log.
-func (c *Cluster) settleHosts(ctx context.Context, hosts []string, since uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.settle)
-	defer cancel()
-	old := map[string]int64{}
+// boots are the Boot of every node's latest status.
+func (c *Cluster) boots(ctx context.Context) (map[string]int64, error) {
 	sts, err := c.client.NodeStatuses(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	out := map[string]int64{}
 	for _, st := range sts {
-		old[st.Host] = st.Boot
+		out[st.Host] = st.Boot
 	}
+	return out, nil
+}
+
+// settleHosts waits until each host posted, after seq, a settled status of a program run other
+// than the one in old (a restarted node's new Boot), on the store's event log.
+func (c *Cluster) settleHosts(ctx context.Context, hosts []string, since uint64, old map[string]int64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.settle)
+	defer cancel()
 	fresh := map[string]bool{}
 	for {
 		resp, err := c.client.Events(ctx, since, eventSlice)
