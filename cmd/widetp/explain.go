@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/widetp/widetp/harness"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/report/htmlreport"
 	"github.com/widetp/widetp/scenarios"
@@ -86,14 +87,14 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		return plannerExit(err)
 	}
 	defer release()
-	pred, err := predictChecked(context.Background(), pl, s)
+	pred, err := harness.Predict(context.Background(), pl, s)
 	if err != nil {
 		fmt.Fprintf(stderr, "widetp explain: %s: predict: %v\n", s.File, err)
 		return exitBadInput
 	}
-	procs, violations := pred.procs, pred.violations
+	procs, violations := pred.Processes, pred.Violations
 	checked := time.Now()
-	predicted := checked.Add(-pred.checking)
+	predicted := checked.Add(-pred.Checking)
 
 	rep := report.Report{
 		Scenario:   s.Name,
@@ -109,7 +110,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 			"check":   checked.Sub(predicted).Seconds(),
 		},
 		Planner: reportPlanner(pl),
-		Steps:   pred.steps,
+		Steps:   pred.Steps,
 	}
 	if len(violations) > 0 {
 		rep.Verdict = "fail"

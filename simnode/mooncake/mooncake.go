@@ -274,6 +274,11 @@ func (c *Client) deleteKeys(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Beat is one heartbeat now: a Ping, and what the client does when it answers NEED_REMOUNT. A
+// node beats once right after setup, before it calls the worker ready: the master answers the
+// first Ping after a mount NEED_REMOUNT, so the registration is stable only after that beat.
+func (c *Client) Beat(ctx context.Context, timeout time.Duration) error { return c.beat(ctx, timeout) }
+
 // Run is the heartbeat: a Ping every period; NEED_REMOUNT re-mounts the segment and re-publishes
 // both keys (after a master restart, the metadata is gone too). It returns when ctx ends. Failed
 // pings are logged and retried on the next beat, as the real client does while the master is away.
