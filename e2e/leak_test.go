@@ -41,7 +41,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
 			}
-			child := startWidetpRun(ctx, widetp, rt)
+			child := startWidetpRun(ctx, widetp, rt, healthyRun, nodeUpLine)
 			Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
 			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
@@ -57,7 +57,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
 			}
-			child := startWidetpRun(ctx, widetp, rt)
+			child := startWidetpRun(ctx, widetp, rt, healthyRun, nodeUpLine)
 			Expect(child.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 			err := child.cmd.Wait()
 			var ee *exec.ExitError
@@ -66,6 +66,25 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			Expect(child.stderr()).To(ContainSubstring("interrupted by SIGINT; torn down"))
 			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
 				WithTimeout(leftoverBound).Should(BeEmpty(), "what the interrupted run %s left", child.runID)
+		}, SpecTimeout(4*time.Minute))
+
+		It("sweeps, at the next run, what a `widetp run` SIGKILLed while a step froze a node left on "+rt, Label(rt, "fault", "fault:pause"), func(ctx SpecContext) {
+			if !hasRuntime(rt) {
+				Skip("no Docker engine answered")
+			}
+			// A frozen container or process tree is the hardest thing to remove: a paused
+			// container refuses a plain kill, a stopped process tree ignores every signal but
+			// SIGKILL until it is continued.
+			child := startWidetpRun(ctx, widetp, rt, pausedRun, pausedLine)
+			Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
+			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
+
+			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
+			Expect(err).NotTo(HaveOccurred())
+			Expect(next.Close(ctx)).To(Succeed())
+			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
+				WithTimeout(leftoverBound).Should(BeEmpty(), "what the run %s killed with a frozen node left, after the next run's sweep", child.runID)
 		}, SpecTimeout(4*time.Minute))
 	}
 
@@ -95,14 +114,22 @@ var (
 	nodeUpLine   = regexp.MustCompile(`^widetp: node (\S+) up`)
 )
 
+// The runs the leak specs interrupt: a healthy four-node scenario once a node is up, and a
+// scenario whose first step froze its follower (e2e/testdata/leak) once that step is done.
+var (
+	healthyRun = filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml")
+	pausedRun  = filepath.Join(moduleRoot, "e2e", "testdata", "leak", "paused-follower.yaml")
+	pausedLine = regexp.MustCompile(`^widetp: step 1/\d+ \S+ done: `)
+)
+
 // halfWay bounds a child's way to half-way: a cached image or binary and a few node starts.
 const halfWay = 2 * time.Minute
 
-// startWidetpRun starts `widetp run` of a healthy four-node scenario on rt and returns once its
-// progress says a node (not the store) is up.
-func startWidetpRun(ctx context.Context, widetp, rt string) *widetpRun {
+// startWidetpRun starts `widetp run` of a scenario on rt and returns once a progress line matches
+// halfway (nodeUpLine: a node, not the store, is up).
+func startWidetpRun(ctx context.Context, widetp, rt, scenario string, halfway *regexp.Regexp) *widetpRun {
 	GinkgoHelper()
-	cmd := exec.Command(widetp, "run", "--runtime", rt, filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml"))
+	cmd := exec.Command(widetp, "run", "--runtime", rt, scenario)
 	cmd.Dir = moduleRoot
 	pipe, err := cmd.StderrPipe()
 	Expect(err).NotTo(HaveOccurred())
@@ -130,7 +157,7 @@ func startWidetpRun(ctx context.Context, widetp, rt string) *widetpRun {
 			if m := localDirLine.FindStringSubmatch(line); m != nil {
 				dir = m[1]
 			}
-			if m := nodeUpLine.FindStringSubmatch(line); m != nil && m[1] != harness.StoreHost && !signalled {
+			if m := halfway.FindStringSubmatch(line); m != nil && (halfway != nodeUpLine || m[1] != harness.StoreHost) && !signalled {
 				signalled = true
 				ids <- [2]string{id, dir}
 				close(up)

@@ -81,6 +81,7 @@ func (c *Cluster) RunTimeline(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("timeline: step %s (%s): %w", st.Name, st.Describe(), err)
 		}
+		c.progressf("step %d/%d %s done: %s", i+1, len(c.s.Faults), st.Name, strings.Join(effects, "; "))
 		if procs, err = c.records(ctx); err != nil {
 			return fmt.Errorf("timeline: step %s: %w", st.Name, err)
 		}
