@@ -29,9 +29,6 @@ var _ = It("loads every fault scenario of e2e/testdata/faults", Label("fault"), 
 		}
 	}
 	for _, a := range scenarios.Actions {
-		if a == scenarios.ActPartition || a == scenarios.ActHeal {
-			continue // not taken by the live runtimes yet (harness.ErrFaultUnsupported)
-		}
 		Expect(covered).To(HaveKey(a), "no scenario exercises the %s action", a)
 	}
 })

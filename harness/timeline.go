@@ -34,7 +34,9 @@ type timeline struct {
 	// storeStep is the time of the last store step (zero: none ran); registrations are read
 	// then, and remounts counted from it.
 	storeStep time.Time
-	steps     []report.Step
+	// partitions are the store faults each partition step added, by step name (a heal removes them).
+	partitions map[string][]string
+	steps      []report.Step
 	// found is every violation found after start-up or after a step.
 	found []report.Violation
 }
@@ -106,7 +108,8 @@ func (c *Cluster) timeline() *timeline {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tl == nil {
-		c.tl = &timeline{killed: map[string]string{}, restarts: map[string]int{}, before: map[string]report.Identity{}}
+		c.tl = &timeline{killed: map[string]string{}, restarts: map[string]int{}, before: map[string]report.Identity{},
+			partitions: map[string][]string{}}
 	}
 	return c.tl
 }
@@ -362,8 +365,53 @@ func (c *Cluster) act(ctx context.Context, st scenarios.Step, procs []report.Pro
 			return nil, err
 		}
 		return []string{fmt.Sprintf("store fault %s (%s); every live worker's Mooncake client pinged twice since", added.ID, added)}, nil
-	case scenarios.ActPartition, scenarios.ActHeal:
-		return nil, fmt.Errorf("%s: %w", st.Action, ErrFaultUnsupported)
+	case scenarios.ActPartition:
+		if !st.FromStore {
+			return nil, fmt.Errorf("partition between hosts: %w; partition them from the store", ErrFaultUnsupported)
+		}
+		// The store refuses every connection from the hosts' addresses, on every plane: the same
+		// cut on both runtimes, with no rule inside a FROM scratch container.
+		ips, err := c.hostIPs(ctx, st.Hosts)
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		for _, h := range st.Hosts {
+			f, err := c.client.AddFault(ctx, api.Fault{Kind: api.FaultRefuse, Peer: ips[h]})
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, f.ID)
+		}
+		t.mu.Lock()
+		t.partitions[st.Name] = ids
+		t.mu.Unlock()
+		return []string{fmt.Sprintf("the store refuses every connection from %s (%s)", strings.Join(st.Hosts, ", "), mapValues(ips, st.Hosts))}, nil
+	case scenarios.ActHeal:
+		t.mu.Lock()
+		ids := t.partitions[st.Heals]
+		delete(t.partitions, st.Heals)
+		t.mu.Unlock()
+		for _, id := range ids {
+			if err := c.client.RemoveFault(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+		var cut []string
+		for _, f := range c.s.Faults {
+			if f.Name == st.Heals {
+				cut = f.Hosts
+			}
+		}
+		// Back in touch, each cut-off worker pings again; one the store expired meanwhile is
+		// answered NEED_REMOUNT and does what its client does about it.
+		t.mu.Lock()
+		t.storeStep = time.Now()
+		t.mu.Unlock()
+		if err := c.waitPings(ctx, procs, since, func(p report.Process) bool { return slices.Contains(cut, p.Host) }); err != nil {
+			return nil, err
+		}
+		return []string{"the store takes connections from " + strings.Join(cut, ", ") + " again; their Mooncake clients pinged twice since"}, nil
 	}
 	return nil, fmt.Errorf("unknown action %q", st.Action)
 }
@@ -519,4 +567,40 @@ func (c *Cluster) withTimeline(rep *report.Report, vs []report.Violation) []repo
 	defer t.mu.Unlock()
 	rep.Steps = append([]report.Step(nil), t.steps...)
 	return check.Union(t.found, vs)
+}
+
+// hostIPs are the addresses the store sees each host's connections come from: the peer of the
+// host's node status posts, in the store's event log.
+func (c *Cluster) hostIPs(ctx context.Context, hosts []string) (map[string]string, error) {
+	out := map[string]string{}
+	var since uint64
+	for {
+		resp, err := c.client.Events(ctx, since, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range resp.Events {
+			since = e.Seq
+			if e.Plane == api.PlaneTest && e.Op == "nodes" && e.Method == "POST" && slices.Contains(hosts, e.Key) && e.Peer != "" {
+				out[e.Key] = e.Peer
+			}
+		}
+		if len(resp.Events) == 0 || since >= resp.LastSeq {
+			break
+		}
+	}
+	for _, h := range hosts {
+		if out[h] == "" {
+			return nil, fmt.Errorf("the store never heard from %s: no address to cut", h)
+		}
+	}
+	return out, nil
+}
+
+func mapValues(m map[string]string, keys []string) string {
+	vs := make([]string, len(keys))
+	for i, k := range keys {
+		vs[i] = m[k]
+	}
+	return strings.Join(vs, ", ")
 }

@@ -523,6 +523,12 @@ func (s *Scenario) FaultSteps() []vllm.FaultStep {
 		if st.StoreFault != nil {
 			f.StoreFault, f.StoreSegment = st.StoreFault.Kind, st.StoreFault.Segment
 		}
+		if st.Action == ActHeal {
+			f.Targets = []string{st.Heals}
+		}
+		if st.After.Kind == AfterEvent {
+			f.AfterEvent = st.After.Event
+		}
 		out[i] = f
 	}
 	return out

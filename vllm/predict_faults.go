@@ -3,6 +3,7 @@ package vllm
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +33,8 @@ const (
 type FaultStep struct {
 	Name   string
 	Action string
-	// Targets are hosts and process IDs (kill, restart, pause, resume).
+	// Targets are hosts and process IDs (kill, restart, pause, resume); a heal's is the name of
+	// the partition step it ends.
 	Targets []string
 	// Hosts, From and FromStore are a partition's sides.
 	Hosts, From []string
@@ -42,6 +44,9 @@ type FaultStep struct {
 	Process, Channel string
 	// StoreFault is the kind of a store-fault step; StoreSegment its segment scope (lose-keys).
 	StoreFault, StoreSegment string
+	// AfterEvent is the store event the step waits for ("" when it waits for none): a heal that
+	// waits for "expired" comes after the store expired the clients it could not hear.
+	AfterEvent string
 }
 
 // StepPrediction is what one step leaves: what it did and every record after it.
@@ -67,7 +72,7 @@ func PredictTimeline(d Deployment, plans []*NodePlan, steps []FaultStep) (*Timel
 	}
 	t := &Timeline{Settled: settled}
 	cur := settled
-	for _, st := range steps {
+	for i, st := range steps {
 		next := clone(cur)
 		var effects []string
 		switch st.Action {
@@ -80,6 +85,8 @@ func PredictTimeline(d Deployment, plans []*NodePlan, steps []FaultStep) (*Timel
 			if err != nil {
 				return nil, err
 			}
+		case FaultHeal:
+			effects = heal(next, d.Profile, steps, i)
 		case FaultPause, FaultPartition:
 			// vLLM's processes exchange nothing while idle (no heartbeat between a head and its
 			// followers), so a cut or a freeze changes nothing until traffic or a restart needs
@@ -87,8 +94,8 @@ func PredictTimeline(d Deployment, plans []*NodePlan, steps []FaultStep) (*Timel
 			// after its client TTL (10 s), which a step's length decides and the paper does not know.
 			effects = []string{"no change while the deployment is idle: vLLM sends nothing between its nodes then; " +
 				"Mooncake clients cut off longer than the store's client TTL expire and remount when they are back"}
-		case FaultResume, FaultHeal:
-			effects = []string{"no change: nothing was lost while the deployment was idle"}
+		case FaultResume:
+			effects = resume(next, d.Profile, steps, i)
 		case FaultStoreRestart:
 			effects = storeLost(next, d.Profile, func(report.Process) bool { return true }, "the store restarted empty")
 		case FaultStoreWipe:
@@ -113,6 +120,43 @@ func clone(procs []report.Process) []report.Process {
 	out := make([]report.Process, len(procs))
 	copy(out, procs)
 	return out
+}
+
+// heal ends the partition step steps[i] names; resume thaws what an earlier pause of the same
+// hosts froze. Cut off from the store (or frozen) until a step waited for the store to expire a
+// client, the cut-off workers were expired: their segments unmounted and their keys deleted
+// (mooncake-store/src/master_service.cpp); their next Ping answers NEED_REMOUNT and the profile's
+// mooncake_remount decides the rest. A shorter cut, or one between hosts of an idle deployment,
+// changes nothing.
+func heal(procs []report.Process, prof Profile, steps []FaultStep, i int) []string {
+	for j := i - 1; j >= 0; j-- {
+		if steps[j].Name == steps[i].Targets[0] && steps[j].Action == FaultPartition && steps[j].FromStore {
+			return reconnect(procs, prof, steps, j, i, steps[j].Hosts)
+		}
+	}
+	return []string{"no change: nothing was lost while the deployment was idle"}
+}
+
+func resume(procs []report.Process, prof Profile, steps []FaultStep, i int) []string {
+	for j := i - 1; j >= 0; j-- {
+		if steps[j].Action == FaultPause && slices.Equal(steps[j].Targets, steps[i].Targets) {
+			return reconnect(procs, prof, steps, j, i, steps[i].Targets)
+		}
+	}
+	return []string{"no change: nothing was lost while the deployment was idle"}
+}
+
+// reconnect is hosts back in touch with the store at step i after the cut of step start.
+func reconnect(procs []report.Process, prof Profile, steps []FaultStep, start, i int, hosts []string) []string {
+	expired := false
+	for j := start + 1; j <= i; j++ {
+		expired = expired || steps[j].AfterEvent == "expired"
+	}
+	if !expired {
+		return []string{"no change: " + strings.Join(hosts, ", ") + " was out of touch for less than the store's client TTL"}
+	}
+	return storeLost(procs, prof, func(p report.Process) bool { return slices.Contains(hosts, p.Host) },
+		"the store expired the clients of "+strings.Join(hosts, ", ")+" while it could not hear them")
 }
 
 // kill ends the live processes of the targets (a host's every process; a process with its
