@@ -41,16 +41,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
 			}
-			child := startWidetpRun(ctx, widetp, rt, healthyRun, nodeUpLine)
-			Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
-			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
-
-			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(next.Close(ctx)).To(Succeed())
-			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
-				WithTimeout(leftoverBound).Should(BeEmpty(), "what the killed run %s left, after the next run's sweep", child.runID)
+			expectSweptAfterKill(ctx, rt, startWidetpRun(ctx, widetp, rt, healthyRun, nodeUpLine))
 		}, SpecTimeout(4*time.Minute))
 
 		It("tears down a `widetp run` interrupted with SIGINT half-way on "+rt, Label(rt), func(ctx SpecContext) {
@@ -75,16 +66,7 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			// A frozen container or process tree is the hardest thing to remove: a paused
 			// container refuses a plain kill, a stopped process tree ignores every signal but
 			// SIGKILL until it is continued.
-			child := startWidetpRun(ctx, widetp, rt, pausedRun, pausedLine)
-			Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
-			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
-
-			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(next.Close(ctx)).To(Succeed())
-			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
-				WithTimeout(leftoverBound).Should(BeEmpty(), "what the run %s killed with a frozen node left, after the next run's sweep", child.runID)
+			expectSweptAfterKill(ctx, rt, startWidetpRun(ctx, widetp, rt, pausedRun, pausedLine))
 		}, SpecTimeout(4*time.Minute))
 	}
 
@@ -92,6 +74,21 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 		Expect(suiteLeftovers(ctx)).To(BeEmpty())
 	}, SpecTimeout(time.Minute))
 })
+
+// expectSweptAfterKill SIGKILLs a `widetp run` child, which cleans up nothing itself, and expects
+// the next run's sweep on rt to leave nothing of it.
+func expectSweptAfterKill(ctx context.Context, rt string, child *widetpRun) {
+	GinkgoHelper()
+	Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
+	Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
+
+	next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(next.Close(ctx)).To(Succeed())
+	Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
+		WithTimeout(leftoverBound).Should(BeEmpty(), "what the killed run %s left, after the next run's sweep", child.runID)
+}
 
 // leftoverBound bounds the wait for the processes of a run that just ended to be gone: a killed
 // process is reaped within milliseconds; the bound only matters on a wedged machine.

@@ -69,12 +69,13 @@ func (c *Cluster) RunTimeline(ctx context.Context) error {
 	t.found = prev
 	t.mu.Unlock()
 	stolen := prev
+	var from uint64 // where the previous step began in the store's event log
 	for i, st := range c.s.Faults {
 		since, err := c.lastSeq(ctx)
 		if err != nil {
 			return fmt.Errorf("timeline: step %s: %w", st.Name, err)
 		}
-		if err := c.waitTrigger(ctx, st, procs); err != nil {
+		if err := c.waitTrigger(ctx, st, from); err != nil {
 			return fmt.Errorf("timeline: step %s: wait for %s: %w", st.Name, st.After, err)
 		}
 		at := time.Since(c.born).Seconds()
@@ -99,7 +100,7 @@ func (c *Cluster) RunTimeline(ctx context.Context) error {
 			Effects: effects, Violations: found})
 		t.found = check.Union(t.found, vs)
 		t.mu.Unlock()
-		prev = vs
+		prev, from = vs, since
 	}
 	return nil
 }
@@ -128,13 +129,38 @@ func (c *Cluster) records(ctx context.Context) ([]report.Process, error) {
 	return procs, nil
 }
 
+// current is the cluster's timeline, nil before RunTimeline.
+func (c *Cluster) current() *timeline {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tl
+}
+
+// follow long-polls the store's event log after seq since and hands fn every event in order,
+// until fn reports done (or fails) or ctx ends.
+func (c *Cluster) follow(ctx context.Context, since uint64, fn func(api.Event) (done bool, err error)) error {
+	for {
+		resp, err := c.client.Events(ctx, since, eventSlice)
+		if err != nil {
+			return err
+		}
+		for _, e := range resp.Events {
+			since = e.Seq
+			if done, err := fn(e); done || err != nil {
+				return err
+			}
+		}
+		if len(resp.Events) == 0 && resp.LastSeq > since {
+			since = resp.LastSeq
+		}
+	}
+}
+
 // applyTimeline rewrites records as the steps left them: a process whose node a step killed has
 // exited by that step (it could not report it), a process of a restarted node carries who it was
 // before, and after a store step each worker carries what the store holds of its registration.
 func (c *Cluster) applyTimeline(ctx context.Context, procs []report.Process) error {
-	c.mu.Lock()
-	t := c.tl
-	c.mu.Unlock()
+	t := c.current()
 	if t == nil {
 		return nil
 	}
@@ -192,35 +218,16 @@ func (c *Cluster) lastSeq(ctx context.Context) (uint64, error) {
 }
 
 // waitTrigger waits for a step's trigger. The cluster is settled when a step's turn comes, so
-// `settled` and `step` (an earlier one, done) hold already; an event is looked for in the whole
-// log, on the store's long poll, within the settle bound.
-func (c *Cluster) waitTrigger(ctx context.Context, st scenarios.Step, procs []report.Process) error {
+// `settled` and `step` (an earlier one, done) hold already; an event is looked for in the log
+// after seq from (the start of the previous step: an event of a node's run before a restart does
+// not count), on the store's long poll, within the settle bound.
+func (c *Cluster) waitTrigger(ctx context.Context, st scenarios.Step, from uint64) error {
 	if st.After.Kind != scenarios.AfterEvent {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.settle)
 	defer cancel()
-	tr := st.After
-	var since uint64
-	for {
-		resp, err := c.client.Events(ctx, since, eventSlice)
-		if err != nil {
-			return err
-		}
-		for _, e := range resp.Events {
-			since = e.Seq
-			ok, err := c.matches(ctx, tr, e)
-			if err != nil {
-				return err
-			}
-			if ok {
-				return nil
-			}
-		}
-		if len(resp.Events) == 0 && resp.LastSeq > since {
-			since = resp.LastSeq
-		}
-	}
+	return c.follow(ctx, from, func(e api.Event) (bool, error) { return c.matches(ctx, st.After, e) })
 }
 
 // matches reports whether event e is the trigger's event (scenarios.Events).
@@ -455,27 +462,14 @@ func (c *Cluster) settleHosts(ctx context.Context, hosts []string, since uint64,
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.settle)
 	defer cancel()
 	fresh := map[string]bool{}
-	for {
-		resp, err := c.client.Events(ctx, since, eventSlice)
-		if err != nil {
-			return fmt.Errorf("wait for %s to settle: %w", strings.Join(hosts, ", "), err)
+	err := c.follow(ctx, since, func(e api.Event) (bool, error) {
+		if e.Plane != api.PlaneTest || e.Op != "nodes" || e.Method != "POST" || !slices.Contains(hosts, e.Key) {
+			return false, nil
 		}
-		reread := false
-		for _, e := range resp.Events {
-			since = e.Seq
-			if e.Plane == api.PlaneTest && e.Op == "nodes" && e.Method == "POST" && slices.Contains(hosts, e.Key) {
-				fresh[e.Key], reread = true, true
-			}
-		}
-		if len(resp.Events) == 0 && resp.LastSeq > since {
-			since = resp.LastSeq
-		}
-		if !reread {
-			continue
-		}
+		fresh[e.Key] = true
 		sts, err := c.client.NodeStatuses(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		done := 0
 		for _, st := range sts {
@@ -483,10 +477,12 @@ func (c *Cluster) settleHosts(ctx context.Context, hosts []string, since uint64,
 				done++
 			}
 		}
-		if done == len(hosts) {
-			return nil
-		}
+		return done == len(hosts), nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s to settle: %w", strings.Join(hosts, ", "), err)
 	}
+	return nil
 }
 
 // waitPings waits until the Mooncake client of every live worker that match selects has pinged
@@ -512,24 +508,21 @@ func (c *Cluster) waitPings(ctx context.Context, procs []report.Process, since u
 			}
 		}
 	}
+	if len(want) == 0 {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.settle)
 	defer cancel()
-	for len(want) > 0 {
-		resp, err := c.client.Events(ctx, since, eventSlice)
-		if err != nil {
-			return fmt.Errorf("wait for %d Mooncake client(s) to ping: %w", len(want), err)
-		}
-		for _, e := range resp.Events {
-			since = e.Seq
-			if e.Op == api.OpPing && want[e.Key] > 0 {
-				if want[e.Key]--; want[e.Key] == 0 {
-					delete(want, e.Key)
-				}
+	err = c.follow(ctx, since, func(e api.Event) (bool, error) {
+		if e.Op == api.OpPing && want[e.Key] > 0 {
+			if want[e.Key]--; want[e.Key] == 0 {
+				delete(want, e.Key)
 			}
 		}
-		if len(resp.Events) == 0 && resp.LastSeq > since {
-			since = resp.LastSeq
-		}
+		return len(want) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %d Mooncake client(s) to ping: %w", len(want), err)
 	}
 	return nil
 }
@@ -557,9 +550,7 @@ func stealEffect(st scenarios.Step, procs []report.Process) []string {
 // withTimeline gives a report the steps the cluster ran and returns its violations: vs with every
 // one found after start-up or after a step.
 func (c *Cluster) withTimeline(rep *report.Report, vs []report.Violation) []report.Violation {
-	c.mu.Lock()
-	t := c.tl
-	c.mu.Unlock()
+	t := c.current()
 	if t == nil {
 		return vs
 	}
