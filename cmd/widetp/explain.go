@@ -20,8 +20,10 @@ const explainDescription = `
 Prints, without starting anything, every process the scenario's vllm serve lines start and the
 identity vLLM gives each one under the profile, the addresses each binds, opens, dials, probes or
 advertises (API ports, handshakes, port allocators, KV connector side channels, shared regions),
-the replicas they form, and the violations the checks find in that prediction. The exit code compares the predicted violation kinds with the
-scenario's expect: 0 equal, 1 different, 2 bad input.
+the replicas they form, and the violations the checks find in that prediction. A scenario with
+faults: also gets its timeline: each step, what the model predicts it does, and the violations
+found after it (the tables then show the deployment after the last step). The exit code compares
+the predicted violation kinds with the scenario's expect: 0 equal, 1 different, 2 bad input.
 
 --profile overrides the file's profile: a name (main, main-455edc0, pre-48061) or base,change=value,...
 (main,mooncake_dp_index=legacy). --html FILE also writes the prediction as a self-contained HTML

@@ -25,12 +25,16 @@ Runs the scenario for real: the fake Mooncake store, then one simulated node per
 container on Docker, a process tree with its own address and /tmp on the local runtime), each
 starting every process its vllm serve lines start. The processes meet at real TCP rendezvous, bind
 and reach real ZMQ lookup sockets and register with the store; once every node has settled, the
-checks run over what they reported. Progress goes to stderr, the report to stdout (the tables of
-explain, observed instead of predicted; --json for one report object).
+checks run over what they reported. A scenario with faults: then follows its timeline, step by
+step (kill, restart, pause, resume, partition from the store, heal, store-restart, store-wipe,
+store-fault; a steal-port acts during start-up), settling again and running the checks after each
+step; the report's timeline lists each step with its time and the violations found after it.
+Progress goes to stderr, the report to stdout (the tables of explain, observed instead of
+predicted; --json for one report object).
 
 The exit code compares the observed violation kinds with the scenario's expect: 0 equal, 1
 different, 2 bad input, 3 infrastructure (no Docker with --runtime docker, an image that does not
-build, a node program that died). SIGINT or SIGTERM tears the run down (nothing is left) and exits
+build, a node program that died unasked, a fault step the runtimes cannot take yet). SIGINT or SIGTERM tears the run down (nothing is left) and exits
 130 or 143. Artifacts (every node's logs, inspect output and ipc listing, the store snapshot,
 report.json) go to --artifacts DIR, and on any failure to a directory named on stderr.
 
