@@ -12,7 +12,15 @@ E2E_FLAGS ?=
 WIDETP_BIN := $(abspath bin/widetp)
 export WIDETP_BIN
 
-.PHONY: all deps build test e2e bench images lint clean
+# The nightly job (README, "Nightly CI"): VLLM is a vLLM checkout (a git clone of
+# vllm-project/vllm, or a site-packages directory), NIGHTLY_PROFILE the model profile of its
+# behaviour (main for vLLM main; main-455edc0 for the snapshot the tests use).
+VLLM ?=
+NIGHTLY_PROFILE ?= main
+NIGHTLY_GENERATE ?= 100
+NIGHTLY_SEED ?= 1
+
+.PHONY: all deps build test e2e bench images lint clean conform nightly
 
 all: build
 
@@ -29,6 +37,30 @@ test: build
 # The main job. Runs on Docker when an engine is reachable and on the local runtime otherwise.
 e2e: build
 	$(GINKGO) -r --keep-going --junit-report=junit.xml --output-dir=artifacts $(E2E_FLAGS) ./e2e
+
+# widetp conform against $(VLLM): every shipped scenario, then $(NIGHTLY_GENERATE) generated
+# deployments (saved in artifacts/conform-generated/ to replay a disagreement). Tables in
+# artifacts/conform-*.txt; exit 1 when either disagrees.
+conform: build
+	@if [ -z "$(VLLM)" ]; then echo "make $@ VLLM=path/to/vllm: a vLLM checkout (git clone https://github.com/vllm-project/vllm) or site-packages directory" >&2; exit 2; fi
+	@mkdir -p artifacts
+	@rc=0; \
+	bin/widetp conform --vllm "$(VLLM)" --profile "$(NIGHTLY_PROFILE)" >artifacts/conform-shipped.txt || rc=1; \
+	cat artifacts/conform-shipped.txt; \
+	rm -rf artifacts/conform-generated; \
+	bin/widetp conform --vllm "$(VLLM)" --profile "$(NIGHTLY_PROFILE)" --generate $(NIGHTLY_GENERATE) --seed $(NIGHTLY_SEED) \
+		--write artifacts/conform-generated >artifacts/conform-generated.txt || rc=1; \
+	cat artifacts/conform-generated.txt; \
+	exit $$rc
+
+# What .github/workflows/nightly.yml runs: conform, then the e2e suite with $(VLLM) as the vllm
+# planner's vLLM (every step runs; the target fails when any did).
+nightly:
+	@if [ -z "$(VLLM)" ]; then echo "make $@ VLLM=path/to/vllm: a vLLM checkout (git clone https://github.com/vllm-project/vllm) or site-packages directory" >&2; exit 2; fi
+	@rc=0; \
+	$(MAKE) conform VLLM="$(VLLM)" || rc=1; \
+	WIDETP_VLLM="$(abspath $(VLLM))" WIDETP_VLLM_PROFILE="$(NIGHTLY_PROFILE)" $(MAKE) e2e || rc=1; \
+	exit $$rc
 
 # Time to verdict against the runtime's floor, 2 to 64 nodes, both runtimes (docs/bench: the
 # README's table and plot), then the packages' Go benchmarks.

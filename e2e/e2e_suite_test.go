@@ -103,9 +103,9 @@ var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
 	Expect(os.Setenv(harness.EnvBinary, setup.Binary)).To(Succeed())
 }, NodeTimeout(imageBuild+engineProbe))
 
-// The first process built the binary (unless $WIDETP_BIN named one); it removes it once every
-// process is done.
-var _ = SynchronizedAfterSuite(func() {}, func() { testbin.Cleanup() })
+// Every process ends its vllm planner; the first process built the binary (unless $WIDETP_BIN
+// named one) and removes it once every process is done.
+var _ = SynchronizedAfterSuite(closeSuiteVLLM, func() { testbin.Cleanup() })
 
 func hasRuntime(name string) bool {
 	for _, r := range suiteRuntimes {
@@ -133,43 +133,29 @@ type run struct {
 	report  report.Report
 }
 
-// runScenario runs s on the runtime called rt to its report, which it records as report.json and
-// report.html in artifacts/e2e/<scenario>-<runtime>-<run id> (recordReport). The cluster's
+// runScenario runs s on the runtime called rt (opts: harness.WithPlans for another planner's
+// plans) to its report, which it records as report.json and report.html in
+// artifacts/e2e/<scenario>-<runtime>-<run id> (recordReport). The cluster's
 // teardown is the spec's cleanup, and when the spec fails its artifacts (logs, store snapshot,
 // inspect, ipc listings, and the report again, linking them) go to that directory first.
-func runScenario(ctx context.Context, s *scenarios.Scenario, rt string) *run {
+func runScenario(ctx context.Context, s *scenarios.Scenario, rt string, opts ...harness.ClusterOption) *run {
 	GinkgoHelper()
-	runtime, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
-	Expect(err).NotTo(HaveOccurred(), "open the %s runtime", rt)
-	c, err := harness.StartCluster(ctx, s, runtime, harness.WithClusterProgress(GinkgoWriter))
-	if c == nil {
-		Expect(runtime.Close(ctx)).To(Succeed())
-		Expect(err).NotTo(HaveOccurred())
-	}
-	r := &run{cluster: c}
-	dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+runtime.RunID())
-	// Cleanups run last-registered first: artifacts before the teardown removes the hosts.
+	ss, err := harness.StartSession(ctx, s, harness.WithRuntime(rt), harness.WithRunProgress(GinkgoWriter),
+		harness.WithRuntimeOptions(harness.WithRunID(nextRunID())), harness.WithClusterOptions(opts...))
+	Expect(ss).NotTo(BeNil(), "start %s on %s: %v", s.Name, rt, err)
+	r := &run{cluster: ss.Cluster}
+	dir := filepath.Join(artifactsDir(), s.Name+"-"+rt+"-"+ss.RunID())
+	// The session ends in the spec's cleanup, with the artifacts first when the spec failed.
 	DeferCleanup(func(ctx SpecContext) {
-		Expect(c.Close(ctx)).To(Succeed(), "tear down run %s", runtime.RunID())
-	}, NodeTimeout(3*time.Minute))
-	DeferCleanup(func(ctx SpecContext) {
-		if !CurrentSpecReport().Failed() {
-			return
+		artifacts := ""
+		if CurrentSpecReport().Failed() {
+			artifacts = dir
+			AddReportEntry("artifacts", dir)
 		}
-		var rep *report.Report
-		if r.report.Scenario != "" {
-			rep = &r.report
-		}
-		if err := c.WriteArtifacts(ctx, dir, rep); err != nil {
-			AddReportEntry("artifacts", "some artifacts are missing: "+err.Error())
-		}
-		AddReportEntry("artifacts", dir)
-	}, NodeTimeout(time.Minute))
-	Expect(err).NotTo(HaveOccurred(), "start %s on %s", s.Name, rt)
-	Expect(c.Settle(ctx)).To(Succeed(), "settle %s on %s", s.Name, rt)
-	Expect(c.RunTimeline(ctx)).To(Succeed(), "follow the fault timeline of %s on %s", s.Name, rt)
-	r.report, err = c.Report(ctx)
-	Expect(err).NotTo(HaveOccurred())
+		Expect(ss.Finish(ctx, artifacts)).To(Succeed(), "tear down run %s", ss.RunID())
+	}, NodeTimeout(4*time.Minute))
+	Expect(err).NotTo(HaveOccurred(), "run %s on %s", s.Name, rt)
+	r.report = *ss.Report
 	recordReport(dir, r.report)
 	return r
 }

@@ -18,8 +18,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/harness"
 )
 
@@ -183,20 +181,14 @@ func startWidetpRun(ctx context.Context, widetp, rt, scenario string, halfway *r
 func leftovers(ctx context.Context, rt string, w *widetpRun) []string {
 	GinkgoHelper()
 	var out []string
+	rs, err := harness.Labelled(ctx, rt, w.runID)
+	Expect(err).NotTo(HaveOccurred())
+	for _, r := range rs {
+		if r.Kind != "image" { // a cache, kept on purpose
+			out = append(out, r.String())
+		}
+	}
 	if rt == harness.RuntimeDocker {
-		cli := engine()
-		defer cli.Close()
-		f := make(client.Filters).Add("label", harness.LabelRun+"="+w.runID)
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-		Expect(err).NotTo(HaveOccurred())
-		for _, c := range cs.Items {
-			out = append(out, "container "+strings.Join(c.Names, ","))
-		}
-		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-		Expect(err).NotTo(HaveOccurred())
-		for _, n := range ns.Items {
-			out = append(out, "network "+n.Name)
-		}
 		return out
 	}
 	if _, err := os.Stat(w.dir); err == nil {
@@ -208,13 +200,6 @@ func leftovers(ctx context.Context, rt string, w *widetpRun) []string {
 		}
 	}
 	return out
-}
-
-func engine() *client.Client {
-	GinkgoHelper()
-	cli, err := client.New(client.FromEnv)
-	Expect(err).NotTo(HaveOccurred())
-	return cli
 }
 
 // simProcess is a host program of a run on this machine: `widetp node` (with its simulated
@@ -301,21 +286,11 @@ func suiteLeftovers(ctx context.Context) []string {
 	}
 	var out []string
 	if hasRuntime(harness.RuntimeDocker) {
-		cli := engine()
-		defer cli.Close()
-		all := make(client.Filters).Add("label", harness.LabelRun)
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: all})
+		rs, err := harness.Labelled(ctx, harness.RuntimeDocker, "")
 		Expect(err).NotTo(HaveOccurred())
-		for _, c := range cs.Items {
-			if mine(c.Labels[harness.LabelOwner]) {
-				out = append(out, fmt.Sprintf("container %s of run %s (owner %s)", strings.Join(c.Names, ","), c.Labels[harness.LabelRun], c.Labels[harness.LabelOwner]))
-			}
-		}
-		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: all})
-		Expect(err).NotTo(HaveOccurred())
-		for _, n := range ns.Items {
-			if mine(n.Labels[harness.LabelOwner]) {
-				out = append(out, fmt.Sprintf("network %s of run %s (owner %s)", n.Name, n.Labels[harness.LabelRun], n.Labels[harness.LabelOwner]))
+		for _, r := range rs {
+			if r.Kind != "image" && mine(r.Labels[harness.LabelOwner]) {
+				out = append(out, r.String())
 			}
 		}
 	}

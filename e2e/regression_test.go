@@ -11,7 +11,6 @@ import (
 	"github.com/widetp/widetp/harness/matchers"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
-	"github.com/widetp/widetp/vllm"
 )
 
 // loadAs loads a shipped scenario under another profile (`--profile`).
@@ -39,7 +38,8 @@ func byID(rep report.Report) map[string]report.Process {
 var _ = Describe("the vLLM#48061 regression", Label(scenarios.BugLabel("vllm#48061"), "regression"), func() {
 	const wideTP = "vllm48061-external-lb-wide-tp-buggy"
 
-	It("catches pre-48061 with exactly process-crashed and dp-index-mismatch, naming the followers' workers and replica 1's head", func(ctx SpecContext) {
+	// The bug as it was: an older vLLM's behaviour, which only the model (under pre-48061) reproduces.
+	It("catches pre-48061 with exactly process-crashed and dp-index-mismatch, naming the followers' workers and replica 1's head", Label(labelPlannerModel), func(ctx SpecContext) {
 		r := runScenario(ctx, loadAs(wideTP, "pre-48061"), primaryRuntime())
 		Expect(r.report).To(matchers.HaveViolationKinds(report.ProcessCrashed, report.DPIndexMismatch))
 
@@ -75,28 +75,31 @@ var _ = Describe("the vLLM#48061 regression", Label(scenarios.BugLabel("vllm#480
 		Expect(msg).NotTo(ContainSubstring("host r0-head"))
 	}, SpecTimeout(runBound))
 
-	It("is healthy on main: every process of both replicas comes up and uses its replica's global DP index", func(ctx SpecContext) {
-		s := loadAs(wideTP, "main")
-		r := runScenario(ctx, s, primaryRuntime())
-		Expect(r.report).To(matchers.HaveViolationKinds())
-		Expect(r.report).To(matchers.HaveConsistentDPIndex())
-		Expect(r.report).To(matchers.HaveUniqueLookupSockets())
-		predicted, err := vllm.Predict(s.Deployment())
-		Expect(err).NotTo(HaveOccurred())
-		// The run has settled, so this holds at once; the poller would stop at a crash.
-		Eventually(matchers.Processes(r.cluster.Store())).WithContext(ctx).WithTimeout(10 * time.Second).
-			Should(matchers.HaveReadyProcesses(len(predicted)))
-		for _, p := range r.report.Processes {
-			if p.Role != report.RoleWorker {
-				continue
+	// Main's behaviour, with both planners: the model under main, and vLLM's own launch code (the
+	// snapshot, or vLLM main in nightly CI): a vLLM that re-breaks #48061 fails here.
+	for _, pl := range bothPlanners {
+		It("is healthy on main: every process of both replicas comes up and uses its replica's global DP index ("+pl.name+" planner)", Label(pl.label), func(ctx SpecContext) {
+			p := plan(ctx, pl, wideTP, "main")
+			r := p.run(ctx, primaryRuntime())
+			Expect(r.report).To(matchers.HaveViolationKinds())
+			Expect(r.report).To(matchers.HaveConsistentDPIndex())
+			Expect(r.report).To(matchers.HaveUniqueLookupSockets())
+			expectAsPlanned(p, r.report)
+			// The run has settled, so this holds at once; the poller would stop at a crash.
+			Eventually(matchers.Processes(r.cluster.Store())).WithContext(ctx).WithTimeout(10 * time.Second).
+				Should(matchers.HaveReadyProcesses(len(p.predicted)))
+			for _, p := range r.report.Processes {
+				if p.Role != report.RoleWorker {
+					continue
+				}
+				want := 0
+				if strings.HasPrefix(p.Host, "r1-") {
+					want = 1
+				}
+				Expect(p.MooncakeDPIndex).To(HaveValue(Equal(want)), "%s on %s", p.ID, p.Host)
 			}
-			want := 0
-			if strings.HasPrefix(p.Host, "r1-") {
-				want = 1
-			}
-			Expect(p.MooncakeDPIndex).To(HaveValue(Equal(want)), "%s on %s", p.ID, p.Host)
-		}
-	}, SpecTimeout(runBound))
+		}, SpecTimeout(runBound+vllmBound))
+	}
 })
 
 // Two external-LB replicas on one host (`--data-parallel-rank 0` and `1`): before vLLM#48061 both
@@ -108,7 +111,7 @@ var _ = Describe("two co-located engines that bind one lookup path", Label(scena
 	const colocated = "vllm48061-external-lb-colocated-buggy"
 	const path = "ipc:///tmp/lookup_rpc_port_0_host_node0_dp_rank0"
 
-	It("are caught as lookup-path-collision plus lookup-misrouted, and the host's /tmp holds one socket for both", func(ctx SpecContext) {
+	It("are caught as lookup-path-collision plus lookup-misrouted, and the host's /tmp holds one socket for both", Label(labelPlannerModel), func(ctx SpecContext) {
 		r := runScenario(ctx, loadAs(colocated, "pre-48061"), primaryRuntime())
 		Expect(r.report).To(matchers.HaveViolationKinds(report.DPIndexMismatch, report.LookupPathCollision, report.LookupMisrouted))
 		var collision, misrouted []report.Violation
@@ -138,14 +141,18 @@ var _ = Describe("two co-located engines that bind one lookup path", Label(scena
 		Expect(lookupSockets(listing.Sockets())).To(Equal([]string{"lookup_rpc_port_0_host_node0_dp_rank0"}), "one file for two binds")
 	}, SpecTimeout(runBound))
 
-	It("bind a path each on main", func(ctx SpecContext) {
-		r := runScenario(ctx, loadAs(colocated, "main"), primaryRuntime())
-		Expect(r.report).To(matchers.HaveViolationKinds())
-		Expect(r.report).To(matchers.HaveUniqueLookupSockets())
-		listing, err := r.cluster.Runtime().IPCDir(ctx, "node0")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(lookupSockets(listing.Sockets())).To(Equal([]string{"lookup_rpc_port_0_host_node0_dp_rank0", "lookup_rpc_port_0_host_node0_dp_rank1"}))
-	}, SpecTimeout(runBound))
+	for _, pl := range bothPlanners {
+		It("bind a path each on main ("+pl.name+" planner)", Label(pl.label), func(ctx SpecContext) {
+			p := plan(ctx, pl, colocated, "main")
+			r := p.run(ctx, primaryRuntime())
+			Expect(r.report).To(matchers.HaveViolationKinds())
+			Expect(r.report).To(matchers.HaveUniqueLookupSockets())
+			expectAsPlanned(p, r.report)
+			listing, err := r.cluster.Runtime().IPCDir(ctx, "node0")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(lookupSockets(listing.Sockets())).To(Equal([]string{"lookup_rpc_port_0_host_node0_dp_rank0", "lookup_rpc_port_0_host_node0_dp_rank1"}))
+		}, SpecTimeout(runBound+vllmBound))
+	}
 })
 
 // lookupSockets keeps the Mooncake lookup sockets of a listing (simnode keeps its own sequencer

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/widetp/widetp/fakestore/api"
+	"github.com/widetp/widetp/internal/nodeapi"
 )
 
 // shutdownTimeout bounds a clean shutdown: in-flight requests (at most a long poll, which Close
@@ -18,7 +19,7 @@ const shutdownTimeout = 5 * time.Second
 
 // ReadyLine starts the line `widetp store` prints on stdout once every listener is up (the
 // harness waits for it).
-const ReadyLine = "fakestore: flavor="
+const ReadyLine = nodeapi.StoreReady
 
 // Command is `widetp store`: it runs the fake Mooncake store — the HTTP metadata server, the
 // master's operations as JSON over HTTP, the master's admin endpoints and the test endpoints under

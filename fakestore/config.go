@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/widetp/widetp/fakestore/api"
+	"github.com/widetp/widetp/internal/nodeapi"
 )
 
 // Flavor selects which real HTTP metadata server the metadata plane imitates byte for byte.
@@ -34,10 +36,11 @@ const (
 
 // Default listen addresses. The master plane never uses 50051: that port belongs to the real
 // master's binary RPC, and a real client pointed at the fake must fail loudly, not half-speak.
-const (
-	DefaultMetadataAddr = ":8080"
-	DefaultMasterAddr   = ":50052"
-	DefaultAdminAddr    = ":9003"
+// They are the node contract's store ports (nodeapi.Store*Port), which the harness dials.
+var (
+	DefaultMetadataAddr = ":" + strconv.Itoa(nodeapi.StoreMetadataPort)
+	DefaultMasterAddr   = ":" + strconv.Itoa(nodeapi.StoreMasterPort)
+	DefaultAdminAddr    = ":" + strconv.Itoa(nodeapi.StoreAdminPort)
 )
 
 const (

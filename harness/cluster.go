@@ -14,6 +14,7 @@ import (
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/fakestore/api"
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/report/htmlreport"
 	"github.com/widetp/widetp/scenarios"
@@ -98,9 +99,9 @@ func (c *Cluster) connectStore(ctx context.Context) error {
 	}
 	c.store = Store{Host: StoreHost, Addrs: addrs}
 	c.client, err = client.New(
-		client.WithMetadataURL("http://"+addrs[storeMetadataPort]),
-		client.WithMasterURL("http://"+addrs[storeMasterPort]),
-		client.WithAdminURL("http://"+addrs[storeAdminPort]))
+		client.WithMetadataURL("http://"+addrs[nodeapi.StoreMetadataPort]),
+		client.WithMasterURL("http://"+addrs[nodeapi.StoreMasterPort]),
+		client.WithAdminURL("http://"+addrs[nodeapi.StoreAdminPort]))
 	if err != nil {
 		c.client = nil
 		return fmt.Errorf("store client: %w", err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
 )
@@ -150,23 +151,15 @@ func (c *clusterConfig) validate(s *scenarios.Scenario) error {
 	return nil
 }
 
-// StoreHost is the fake store's host name in every run. It is not a valid scenario host name
-// (those are the scenario's nodes; one named so is refused), and it is what the nodes' store URLs
-// name, resolved by the engine's DNS in Docker and through WIDETP_HOSTS locally.
-const StoreHost = "widetp-store"
+// StoreHost is the fake store's host name in every run (nodeapi.StoreHost): not a valid scenario
+// host name, and what the nodes' store URLs name.
+const StoreHost = nodeapi.StoreHost
 
-// The fake store's ports: its defaults (fakestore.Default*Addr).
-const (
-	storeMetadataPort = 8080
-	storeMasterPort   = 50052
-	storeAdminPort    = 9003
+// storeReady and nodeReady match the lines `widetp store` and `widetp node` print once up.
+var (
+	storeReady = regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.StoreReady))
+	nodeReady  = regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.NodeReady))
 )
-
-// storeReady is the line `widetp store` prints once every listener is up (fakestore.ReadyLine).
-var storeReady = regexp.MustCompile(`^fakestore: flavor=`)
-
-// nodeReady is the line `widetp node` prints once it started every command (simnode.ReadyLine).
-var nodeReady = regexp.MustCompile(`^simnode: node `)
 
 // storeSpec is the fake store of s. Each listener binds the host's own address,
 // $(WIDETP_LISTEN_IP), which the runtime expands: the run's loopback address for the store host
@@ -180,97 +173,47 @@ func storeSpec(s *scenarios.Scenario) NodeSpec {
 		Args: []string{
 			"store",
 			"-flavor=" + s.Store.Flavor,
-			"-metadata-addr=" + addr(storeMetadataPort),
-			"-master-addr=" + addr(storeMasterPort),
-			"-admin-addr=" + addr(storeAdminPort),
+			"-metadata-addr=" + addr(nodeapi.StoreMetadataPort),
+			"-master-addr=" + addr(nodeapi.StoreMasterPort),
+			"-admin-addr=" + addr(nodeapi.StoreAdminPort),
 		},
 		Ready: storeReady,
-		Ports: []int{storeMetadataPort, storeMasterPort, storeAdminPort},
+		Ports: nodeapi.StorePorts(),
 	}
 }
 
-// nodeConfig is simnode's Config as JSON (simnode.Config; a spec decodes one into the other
-// strictly, so the two cannot drift). The harness does not import simnode: that would link
-// libzmq into every harness user through cgo.
-type nodeConfig struct {
-	Host     string            `json:"host"`
-	GPUs     int               `json:"gpus"`
-	Commands []string          `json:"commands"`
-	Model    nodeModel         `json:"model"`
-	Profile  vllm.Profile      `json:"profile"`
-	Env      map[string]string `json:"env,omitempty"`
-	Seed     string            `json:"seed"`
-	Store    nodeStoreURLs     `json:"store"`
-	Timeouts nodeTimeoutsJSON  `json:"timeouts"`
-	// Deployment is every node of the scenario (simnode.Config.Deployment): a node plans the
-	// whole deployment, as explain does, for the processes that dial another node's.
-	Deployment []nodeDeployment `json:"deployment,omitempty"`
-	Plan       *vllm.NodePlan   `json:"plan,omitempty"`
-	// Steals are the scenario's steal-port steps on this node (simnode.Config.Steals).
-	Steals []nodeSteal `json:"steals,omitempty"`
-}
-
-type nodeSteal struct {
-	Process string `json:"process"`
-	Channel string `json:"channel"`
-}
-
-type nodeDeployment struct {
-	Host     string            `json:"host"`
-	GPUs     int               `json:"gpus,omitempty"`
-	Env      map[string]string `json:"env,omitempty"`
-	Commands []string          `json:"commands"`
-}
-
-type nodeModel struct {
-	Name string `json:"name"`
-	MoE  bool   `json:"moe"`
-}
-
-type nodeStoreURLs struct {
-	Metadata string `json:"metadata"`
-	Master   string `json:"master"`
-	Admin    string `json:"admin"`
-}
-
-type nodeTimeoutsJSON struct {
-	Rendezvous string `json:"rendezvous"`
-	Lookup     string `json:"lookup"`
-	Store      string `json:"store"`
-	StoreStart string `json:"store_start,omitempty"`
-}
-
-// nodeEnvConfig is where simnode reads its config (simnode.EnvConfig).
-const nodeEnvConfig = "WIDETP_NODE_CONFIG"
-
-// nodeSpec is node n of s: simnode with its config — the node's commands and GPUs, the scenario's
-// model and resolved profile, the environment layered (scenario, then node), the scenario name as
-// the seed (explain seeds the model with it, so engine_ids match the prediction), the store by its
-// host name, and the run's bounds.
+// nodeSpec is node n of s: `widetp node` with its config (nodeapi.Config) — the node's commands
+// and GPUs, the scenario's model and resolved profile, the environment layered (scenario, then
+// node), the scenario name as the seed (explain seeds the model with it, so engine_ids match the
+// prediction), the store by its host name, and the run's bounds. The harness does not import
+// simnode: that would link libzmq into every harness user through cgo.
 func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vllm.NodePlan) (NodeSpec, error) {
-	url := func(port int) string { return "http://" + StoreHost + ":" + strconv.Itoa(port) }
-	cfg := nodeConfig{
+	profile, err := json.Marshal(s.Resolved)
+	if err != nil {
+		return NodeSpec{}, fmt.Errorf("node %s: encode its profile: %w", n.Host, err)
+	}
+	cfg := nodeapi.Config{
 		Host:     n.Host,
 		GPUs:     n.GPUs,
 		Commands: n.Commands,
-		Model:    nodeModel{Name: s.Model.Name, MoE: s.Model.MoE},
-		Profile:  s.Resolved,
+		Model:    nodeapi.Model{Name: s.Model.Name, MoE: s.Model.MoE},
+		Profile:  profile,
 		Env:      s.Environ(n),
 		Seed:     s.Name,
-		Store:    nodeStoreURLs{Metadata: url(storeMetadataPort), Master: url(storeMasterPort), Admin: url(storeAdminPort)},
-		Timeouts: nodeTimeoutsJSON{Rendezvous: t.Rendezvous.String(), Lookup: t.Lookup.String(), Store: t.Store.String()},
-		Plan:     plan,
+		Store:    nodeapi.StoreURLsAt(StoreHost),
+		Timeouts: nodeapi.Timeouts{
+			Rendezvous: nodeapi.Duration(t.Rendezvous), Lookup: nodeapi.Duration(t.Lookup),
+			Store: nodeapi.Duration(t.Store), StoreStart: nodeapi.Duration(t.StoreStart),
+		},
+		Plan: plan,
 	}
 	for _, m := range s.Nodes {
-		cfg.Deployment = append(cfg.Deployment, nodeDeployment{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
+		cfg.Deployment = append(cfg.Deployment, nodeapi.DeploymentNode{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
 	}
 	for _, st := range s.Faults {
 		if st.Action == scenarios.ActStealPort && strings.HasPrefix(st.Target, n.Host+"/") {
-			cfg.Steals = append(cfg.Steals, nodeSteal{Process: st.Target, Channel: st.Channel})
+			cfg.Steals = append(cfg.Steals, nodeapi.Steal{Process: st.Target, Channel: st.Channel})
 		}
-	}
-	if t.StoreStart > 0 {
-		cfg.Timeouts.StoreStart = t.StoreStart.String()
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
@@ -280,7 +223,7 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 		Host:    n.Host,
 		Program: Widetp,
 		Args:    []string{"node"},
-		Env:     map[string]string{nodeEnvConfig: string(b)},
+		Env:     map[string]string{nodeapi.EnvConfig: string(b)},
 		Ready:   nodeReady,
 	}, nil
 }

@@ -5,6 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
+
+	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/runtimes/docker"
+	"github.com/widetp/widetp/internal/runtimes/local"
 )
 
 // Runtime names for NewRuntime.
@@ -15,14 +20,19 @@ const (
 	RuntimeAuto = ""
 )
 
-// RuntimeKind is a registered runtime: its name, what it gives a host, how to open it and whether
-// this machine can run it now.
+// RuntimeKind is a registered runtime: its name, what it gives a host, how to open it, whether
+// this machine can run it now, and its floor (what starting n bare hosts costs it, the bar
+// `widetp bench` compares a run with).
 type RuntimeKind struct {
 	Name    string
 	Summary string
 	Open    func(ctx context.Context, opts ...Option) (Runtime, error)
 	// Available is nil when the runtime can run here; else why not (no Docker engine answers).
 	Available func(ctx context.Context) error
+	Floor     func(ctx context.Context, n int, opts ...Option) (time.Duration, error)
+	// Labelled lists what the runtime holds of run runID (of every run when ""): containers,
+	// networks and images on Docker, run directories locally. Leak checks loop over it.
+	Labelled func(ctx context.Context, runID string) ([]Resource, error)
 }
 
 // Runtimes are the registered runtimes, the preferred first. The CLI, the e2e suite and its leak
@@ -30,11 +40,15 @@ type RuntimeKind struct {
 func Runtimes() []RuntimeKind {
 	return []RuntimeKind{
 		{Name: RuntimeDocker, Summary: "one container per host (FROM scratch), a network per run",
-			Open:      func(ctx context.Context, opts ...Option) (Runtime, error) { return NewDocker(ctx, opts...) },
-			Available: func(ctx context.Context) error { return Ping(ctx, defaultConfig().pingTimeout) }},
+			Open:      func(ctx context.Context, opts ...Option) (Runtime, error) { return docker.New(ctx, opts...) },
+			Available: func(ctx context.Context) error { return docker.Ping(ctx, runtimes.DefaultConfig().PingTimeout) },
+			Floor:     docker.Floor,
+			Labelled:  docker.Labelled},
 		{Name: RuntimeLocal, Summary: "one process tree per host, with its own loopback address and /tmp",
-			Open:      NewLocal,
-			Available: func(context.Context) error { return nil }},
+			Open:      local.New,
+			Available: func(context.Context) error { return nil },
+			Floor:     local.Floor,
+			Labelled:  local.Labelled},
 	}
 }
 
@@ -47,33 +61,57 @@ func RuntimeNames() []string {
 	return names
 }
 
-// NewRuntime opens the runtime called name: "docker" (NewDocker: no engine is an
-// EngineUnavailableError, which says how to fix it or to use --runtime local), "local" (NewLocal),
-// or "" for Docker when an engine answers its bounded ping and local otherwise — saying so, and
-// why, on the progress writer (WithProgress), since the two differ in what they isolate.
-func NewRuntime(ctx context.Context, name string, opts ...Option) (Runtime, error) {
+// runtimeKind is the registered runtime called name.
+func runtimeKind(name string) (RuntimeKind, error) {
 	for _, k := range Runtimes() {
 		if k.Name == name {
-			return k.Open(ctx, opts...)
+			return k, nil
 		}
 	}
-	switch name {
-	case RuntimeAuto:
-		cfg := defaultConfig()
-		for _, o := range opts {
-			o(&cfg)
+	return RuntimeKind{}, fmt.Errorf("runtime %q: want %s", name, strings.Join(RuntimeNames(), " or "))
+}
+
+// NewRuntime opens the runtime called name: "docker" (no engine is an EngineUnavailableError,
+// which says how to fix it or to use --runtime local), "local", or "" for Docker when an engine
+// answers its bounded ping and local otherwise — saying so, and why, on the progress writer
+// (WithProgress), since the two differ in what they isolate.
+func NewRuntime(ctx context.Context, name string, opts ...Option) (Runtime, error) {
+	if name != RuntimeAuto {
+		k, err := runtimeKind(name)
+		if err != nil {
+			return nil, err
 		}
-		if cfg.progress == nil {
-			cfg.progress = io.Discard
-		}
-		err := Ping(ctx, cfg.pingTimeout)
-		if err == nil {
-			return NewDocker(ctx, opts...)
-		}
-		why := strings.SplitN(err.Error(), "\n", 2)[0]
-		progressLine(cfg.progress, "%s; using the local runtime (--runtime docker to insist)", why)
-		return NewLocal(ctx, opts...)
-	default:
-		return nil, fmt.Errorf("runtime %q: want %s", name, strings.Join(RuntimeNames(), " or "))
+		return k.Open(ctx, opts...)
 	}
+	cfg := runtimes.NewConfig(opts...)
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	err := docker.Ping(ctx, cfg.PingTimeout)
+	if err == nil {
+		return docker.New(ctx, opts...)
+	}
+	why := strings.SplitN(err.Error(), "\n", 2)[0]
+	progressLine(cfg.Progress, "%s; using the local runtime (--runtime docker to insist)", why)
+	return local.New(ctx, opts...)
+}
+
+// Floor measures what starting n bare hosts costs the runtime called name, with no harness
+// around it (RuntimeKind.Floor): the bar `widetp bench` compares a run with.
+func Floor(ctx context.Context, name string, n int, opts ...Option) (time.Duration, error) {
+	k, err := runtimeKind(name)
+	if err != nil {
+		return 0, fmt.Errorf("floor: %w", err)
+	}
+	return k.Floor(ctx, n, opts...)
+}
+
+// Labelled lists what the runtime called name holds of run runID, or of every run when runID is
+// "" (RuntimeKind.Labelled): what a leak check looks for.
+func Labelled(ctx context.Context, name, runID string) ([]Resource, error) {
+	k, err := runtimeKind(name)
+	if err != nil {
+		return nil, err
+	}
+	return k.Labelled(ctx, runID)
 }

@@ -4,11 +4,8 @@ package harness_test
 
 import (
 	"context"
-	"fmt"
 
 	. "github.com/onsi/ginkgo/v2"
-
-	"github.com/moby/moby/client"
 
 	"github.com/widetp/widetp/harness"
 )
@@ -24,26 +21,15 @@ var _ = runtimeConformance(runtimeUnderTest{
 	},
 	leftovers: func(_ context.Context, rt harness.Runtime) func(context.Context) []string {
 		return func(ctx context.Context) []string {
-			cli, err := client.New(client.FromEnv)
+			rs, err := harness.Labelled(ctx, harness.RuntimeDocker, rt.RunID())
 			if err != nil {
-				return []string{"no engine client: " + err.Error()}
+				return []string{"list what the engine holds: " + err.Error()}
 			}
-			defer cli.Close()
-			f := make(client.Filters).Add("label", harness.LabelRun+"="+rt.RunID())
 			var left []string
-			cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-			if err != nil {
-				return []string{"list containers: " + err.Error()}
-			}
-			for _, c := range cs.Items {
-				left = append(left, fmt.Sprintf("container %s (%s)", c.ID[:12], c.Labels[harness.LabelHost]))
-			}
-			ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-			if err != nil {
-				return append(left, "list networks: "+err.Error())
-			}
-			for _, n := range ns.Items {
-				left = append(left, "network "+n.Name)
+			for _, r := range rs {
+				if r.Kind != "image" { // images are a cache, kept on purpose
+					left = append(left, r.String())
+				}
 			}
 			return left
 		}

@@ -16,26 +16,24 @@ import (
 	. "github.com/onsi/gomega"
 	. "github.com/onsi/gomega/gstruct"
 
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/harness"
 )
 
-// engine is a plain client for what the specs check behind the runtime's back.
-func engine() *client.Client {
-	cli, err := client.New(client.FromEnv)
+// dockerLabelled lists what the engine holds labelled with run runID (every run when ""), by kind:
+// what the specs check behind the runtime's back.
+func dockerLabelled(ctx context.Context, runID string) map[string][]harness.Resource {
+	rs, err := harness.Labelled(ctx, harness.RuntimeDocker, runID)
 	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(cli.Close)
-	return cli
+	by := map[string][]harness.Resource{}
+	for _, r := range rs {
+		by[r.Kind] = append(by[r.Kind], r)
+	}
+	return by
 }
 
-func labelled(ctx context.Context, cli *client.Client, runID string) (containers, networks int) {
-	f := make(client.Filters).Add("label", harness.LabelRun+"="+runID)
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-	Expect(err).NotTo(HaveOccurred())
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-	Expect(err).NotTo(HaveOccurred())
-	return len(cs.Items), len(ns.Items)
+func labelled(ctx context.Context, runID string) (containers, networks int) {
+	by := dockerLabelled(ctx, runID)
+	return len(by["container"]), len(by["network"])
 }
 
 // newRun starts a runtime whose Close is checked to leave nothing of the run behind.
@@ -44,10 +42,7 @@ func newRun(ctx context.Context, opts ...harness.Option) *harness.Docker {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func(ctx SpecContext) {
 		Expect(d.Close(ctx)).To(Succeed())
-		cli, err := client.New(client.FromEnv)
-		Expect(err).NotTo(HaveOccurred())
-		defer cli.Close()
-		c, n := labelled(ctx, cli, d.RunID())
+		c, n := labelled(ctx, d.RunID())
 		Expect(c).To(BeZero(), "containers of run %s left after Close", d.RunID())
 		Expect(n).To(BeZero(), "networks of run %s left after Close", d.RunID())
 		Expect(d.Close(ctx)).To(Succeed(), "a second Close")
@@ -129,29 +124,28 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(d.StartNodes(ctx, node("a"), node("b"))).To(Succeed())
 		me, err := harness.CurrentOwner()
 		Expect(err).NotTo(HaveOccurred())
-		cli := engine()
-		f := make(client.Filters).Add("label", harness.LabelRun+"="+d.RunID())
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: f})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(cs.Items).To(HaveLen(2))
+		by := dockerLabelled(ctx, d.RunID())
+		Expect(by["container"]).To(HaveLen(2))
 		var hosts []string
-		for _, c := range cs.Items {
+		for _, c := range by["container"] {
 			Expect(c.Labels).To(HaveKeyWithValue(harness.LabelOwner, me.String()))
 			hosts = append(hosts, c.Labels[harness.LabelHost])
 		}
 		Expect(hosts).To(ConsistOf("a", "b"))
-		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: f})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(ns.Items).To(HaveLen(1))
-		Expect(ns.Items[0].Name).To(Equal(d.NetworkName()))
-		Expect(ns.Items[0].Labels).To(HaveKeyWithValue(harness.LabelOwner, me.String()))
+		Expect(by["network"]).To(HaveLen(1))
+		Expect(by["network"][0].Name).To(Equal(d.NetworkName()))
+		Expect(by["network"][0].Labels).To(HaveKeyWithValue(harness.LabelOwner, me.String()))
 
 		img, err := d.Image(ctx, hostprobe())
 		Expect(err).NotTo(HaveOccurred())
-		ins, err := cli.ImageInspect(ctx, img.Ref)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(ins.Config.Labels).To(HaveKey(harness.LabelRun))
-		Expect(ins.Config.Labels).To(HaveKeyWithValue(harness.LabelContent, img.Hash))
+		var labels map[string]string
+		for _, im := range dockerLabelled(ctx, "")["image"] {
+			if im.Name == img.Ref {
+				labels = im.Labels
+			}
+		}
+		Expect(labels).To(HaveKey(harness.LabelRun), "image %s among the labelled ones", img.Ref)
+		Expect(labels).To(HaveKeyWithValue(harness.LabelContent, img.Hash))
 		Expect(img.Ref).To(HavePrefix("widetp-hostprobe:" + img.Hash[:16]))
 	}, SpecTimeout(3*time.Minute))
 
@@ -234,7 +228,7 @@ var _ = Describe("building images ahead of a run", Label("docker"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(again[0].Ref).To(Equal(imgs[0].Ref))
 		Expect(again[0].Cached).To(BeTrue())
-		c, n := labelled(ctx, engine(), "images-spec")
+		c, n := labelled(ctx, "images-spec")
 		Expect([]int{c, n}).To(Equal([]int{0, 0}))
 	}, SpecTimeout(5*time.Minute))
 })

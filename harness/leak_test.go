@@ -2,13 +2,12 @@ package harness_test
 
 import (
 	"context"
+	"strings"
 	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-
-	"github.com/moby/moby/client"
 
 	"github.com/widetp/widetp/harness"
 )
@@ -17,7 +16,6 @@ var _ = Describe("leak safety", Label("docker"), func() {
 	BeforeEach(requireEngine)
 
 	It("sweeps what a run SIGKILLed half-way left behind, and leaves live runs alone", func(ctx SpecContext) {
-		cli := engine()
 		live, err := harness.NewDocker(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = live.Close(ctx) })
@@ -31,18 +29,34 @@ var _ = Describe("leak safety", Label("docker"), func() {
 		defer cancel()
 		cmd, said := startHalfWay(halfCtx, childEnv+"="+childRun)
 		Expect(said).To(Equal(childRun))
-		c, n := labelled(ctx, cli, childRun)
+		c, n := labelled(ctx, childRun)
 		Expect(c).To(Equal(3), "the child's store and nodes")
 		Expect(n).To(Equal(1), "the child's network")
 
 		Expect(cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
 		Expect(cmd.Wait()).To(MatchError(ContainSubstring("killed")))
-		c, n = labelled(ctx, cli, childRun)
+		c, n = labelled(ctx, childRun)
 		Expect([]int{c, n}).To(Equal([]int{3, 1}), "a killed run cleans up nothing itself")
 
-		next, err := harness.NewDocker(ctx)
+		// Every run whose owner is dead now, the killed child's and any other a dead process left
+		// on this engine, is the next run's sweep to remove. (Runs whose owner dies after the sweep
+		// are the sweep after that one's: other processes may share the engine.)
+		me, err := harness.CurrentOwner()
 		Expect(err).NotTo(HaveOccurred())
-		c, n = labelled(ctx, cli, childRun)
+		deadRuns := map[string]string{}
+		for _, labels := range labelsOfAll(ctx) {
+			o, err := harness.ParseOwner(labels[harness.LabelOwner])
+			Expect(err).NotTo(HaveOccurred(), "owner label of run %s", labels[harness.LabelRun])
+			if !o.Alive(me.Machine) {
+				deadRuns[labels[harness.LabelRun]] = o.String()
+			}
+		}
+		Expect(deadRuns).To(HaveKey(childRun))
+
+		var progress strings.Builder
+		next, err := harness.NewDocker(ctx, harness.WithProgress(&progress))
+		Expect(err).NotTo(HaveOccurred())
+		c, n = labelled(ctx, childRun)
 		Expect(c).To(BeZero(), "containers of the killed run after the next run's sweep")
 		Expect(n).To(BeZero(), "network of the killed run after the next run's sweep")
 
@@ -54,25 +68,33 @@ var _ = Describe("leak safety", Label("docker"), func() {
 		Expect(live.Close(ctx)).To(Succeed())
 		// What is labelled now belongs to live harness processes only (none when this suite runs
 		// alone; parallel `ginkgo -p` processes may have runs in flight). Images stay: a cache.
-		me, err := harness.CurrentOwner()
-		Expect(err).NotTo(HaveOccurred())
-		all := make(client.Filters).Add("label", harness.LabelRun)
-		cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: all})
-		Expect(err).NotTo(HaveOccurred())
-		ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: all})
-		Expect(err).NotTo(HaveOccurred())
-		var left []map[string]string
-		for _, c := range cs.Items {
-			left = append(left, c.Labels)
-		}
-		for _, n := range ns.Items {
-			left = append(left, n.Labels)
-		}
-		for _, labels := range left {
-			o, err := harness.ParseOwner(labels[harness.LabelOwner])
-			Expect(err).NotTo(HaveOccurred())
-			Expect(o).NotTo(Equal(me), "run %s of this process is still there", labels[harness.LabelRun])
-			Expect(o.Alive(me.Machine)).To(BeTrue(), "run %s of dead process %s is still there", labels[harness.LabelRun], o)
+		by := dockerLabelled(ctx, "")
+		for _, kind := range []string{"container", "network"} {
+			for _, r := range by[kind] {
+				run := r.Labels[harness.LabelRun]
+				o, err := harness.ParseOwner(r.Labels[harness.LabelOwner])
+				Expect(err).NotTo(HaveOccurred())
+				Expect(o).NotTo(Equal(me), "%s of run %s of this process is still there", kind, run)
+				if _, dead := deadRuns[run]; dead && kind == "network" {
+					// A network the engine would not remove (an endpoint it kept of a container
+					// whose create was cut short) is beyond a sweep; it must at least say so.
+					Expect(progress.String()).To(ContainSubstring("will not remove network widetp-"+run+" "),
+						"run %s of %s, dead before the sweep, still has its network, and the sweep did not say why", run, deadRuns[run])
+					continue
+				}
+				Expect(deadRuns).NotTo(HaveKey(run), "%s of run %s of %s, dead before the sweep, is still there", kind, run, deadRuns[run])
+			}
 		}
 	}, SpecTimeout(4*time.Minute))
 })
+
+// labelsOfAll is the labels of every container and network labelled io.widetp.run on the engine.
+func labelsOfAll(ctx context.Context) []map[string]string {
+	GinkgoHelper()
+	by := dockerLabelled(ctx, "")
+	var out []map[string]string
+	for _, r := range append(by["container"], by["network"]...) {
+		out = append(out, r.Labels)
+	}
+	return out
+}

@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/report"
 )
 
@@ -20,11 +21,8 @@ import (
 const maxFileSize = 1 << 20
 
 var (
-	nameRE = regexp.MustCompile(`^[a-z0-9-]+$`)
-	// A DNS label as RFC 1123 and Kubernetes define it: lowercase, because a container hostname is
-	// one and vLLM puts socket.gethostname() into the lookup path verbatim.
-	dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
-	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRE    = regexp.MustCompile(`^[a-z0-9-]+$`)
+	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	// yaml.v3's syntax errors carry their line in the text only.
 	yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 )
@@ -333,8 +331,10 @@ func (p *parser) nodes(s *Scenario, v *yaml.Node) {
 			p.errorf(nv, path+".host", "required (the node's hostname)")
 		} else if h, ok := p.str(f.value, path+".host"); ok {
 			n.Host = h
-			if !dnsLabelRE.MatchString(h) {
+			if !nodeapi.ValidHost(h) {
 				p.errorf(f.value, path+".host", "%q is not a DNS label (lowercase letters, digits and '-', at most 63)", h)
+			} else if h == nodeapi.StoreHost {
+				p.errorf(f.value, path+".host", "%q is the fake store's host in every run; rename the node", h)
 			} else if prev, dup := hosts[h]; dup {
 				p.errorf(f.value, path+".host", "%q is already the host of nodes[%d]; put co-located launches in one node's commands", h, prev)
 			} else {

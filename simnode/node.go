@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/vllm"
 )
 
@@ -33,7 +34,7 @@ const (
 
 // ReadyLine starts the line a node prints on stdout once every command's top process has
 // started (the harness waits for it): "simnode: node <host> up: <n> commands".
-const ReadyLine = "simnode: node "
+const ReadyLine = nodeapi.NodeReady
 
 // NodeOptions are the parts of a node's run that are not its config.
 type NodeOptions struct {

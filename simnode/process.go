@@ -57,12 +57,15 @@ func RunProcess(stdin io.Reader, status io.Writer, stderr io.Writer) int {
 
 // proc is the state of one simulated process.
 type proc struct {
-	spec   procSpec
-	plan   *vllm.ProcessPlan
-	id     string
-	log    *slog.Logger
-	stderr io.Writer
-	store  *client.Client
+	spec procSpec
+	plan *vllm.ProcessPlan
+	// readyRefusal is the exception a front end raises once its engines are up: its handshake
+	// completed with an engine whose READY it refuses (rendezvous.Result.Late).
+	readyRefusal string
+	id           string
+	log          *slog.Logger
+	stderr       io.Writer
+	store        *client.Client
 
 	statusMu sync.Mutex
 	status   io.Writer
@@ -104,7 +107,7 @@ func newProc(spec procSpec, status, stderr io.Writer) *proc {
 }
 
 func (p *proc) timeouts() (rdv, lookupT, store time.Duration) {
-	t := p.spec.Timeouts.withDefaults()
+	t := p.spec.Timeouts.WithDefaults()
 	return time.Duration(t.Rendezvous), time.Duration(t.Lookup), time.Duration(t.Store)
 }
 
@@ -406,6 +409,16 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	if ctx.Err() != nil {
 		return nil
 	}
+	if p.readyRefusal != "" {
+		// The front end refuses an engine's READY (vllm.HandshakeExpect.RefuseReady) once its
+		// engines are up, their workers included; when one of them failed instead, its failure
+		// path ends this process.
+		if !p.waitDescendantsUp(ctx) {
+			<-ctx.Done()
+			return nil
+		}
+		return &pyError{Exception: p.readyRefusal, Where: "wait_for_engine_startup"}
+	}
 	p.update(func(r *report.Process) { r.Ready = true })
 	p.publish(PhaseReady)
 	return nil
@@ -478,7 +491,8 @@ func (p *proc) bindHandshakes(ctx context.Context) *pyError {
 // screen is a front end's judgement of the HELLOs on the handshake it serves
 // (vllm.HandshakeExpect.Refuse, vLLM's wait_for_engine_startup); nil when it expects nothing. When
 // it refuses one, its own engines (Local) are stopped with it, and every other engine hears nothing
-// more and gives up as vLLM's does.
+// more and gives up as vLLM's does. A READY it would refuse (RefuseReady: another parallel config
+// hash) lets the handshake complete and is raised right after it (joinRendezvous).
 func screen(x *vllm.HandshakeExpect) func([]byte) rendezvous.Screening {
 	if x == nil {
 		return nil
@@ -488,7 +502,7 @@ func screen(x *vllm.HandshakeExpect) func([]byte) rendezvous.Screening {
 		if err := json.Unmarshal(raw, &h); err != nil {
 			return rendezvous.Screening{Refuse: "RuntimeError: unreadable HELLO on the handshake: " + err.Error(), Answer: vllm.HandshakeNoAnswer}
 		}
-		return rendezvous.Screening{Refuse: x.Refuse(h), Answer: vllm.HandshakeNoAnswer, Hold: h.Local}
+		return rendezvous.Screening{Refuse: x.Refuse(h), Answer: vllm.HandshakeNoAnswer, Hold: h.Local, Late: x.RefuseReady(h)}
 	}
 }
 
@@ -565,6 +579,9 @@ func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 		if entry.Error != "" {
 			p.publish("")
 			return &pyError{Exception: entry.Error, Where: "init_distributed_environment"}
+		}
+		if res.Late != "" {
+			p.readyRefusal = res.Late
 		}
 		// A barrier that completed is recorded (and its engine_id adopted) even when the parent
 		// stopped this process at that moment: like vLLM's collective, it completed for every

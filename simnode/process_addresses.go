@@ -32,7 +32,7 @@ func (p *proc) addrNet() address.Net {
 }
 
 // hangBound is how long an allocator may spin before the run calls the process hung.
-func (p *proc) hangBound() time.Duration { return time.Duration(p.spec.Timeouts.withDefaults().Hang) }
+func (p *proc) hangBound() time.Duration { return time.Duration(p.spec.Timeouts.WithDefaults().Hang) }
 
 // addressStage runs the process's exercised steps of stage st. hung is set when an allocator
 // never returned within the hang bound: the process then makes no further progress.
@@ -317,11 +317,30 @@ func (p *proc) waitPeer(ctx context.Context, peer string) error {
 // that failed or hung means they never will be: the failure reaches this process through its own
 // path (the run loop ends it), and a hung child holds it as vLLM's executor would be held.
 func (p *proc) waitChildrenUp(ctx context.Context) bool {
+	return p.waitUp(ctx, p.plan.Children)
+}
+
+// waitDescendantsUp is waitChildrenUp over the whole tree below the process: a front end's engines
+// report READY once their executors' workers are up too.
+func (p *proc) waitDescendantsUp(ctx context.Context) bool {
+	var all []*vllm.ProcessPlan
+	var walk func(ps []*vllm.ProcessPlan)
+	walk = func(ps []*vllm.ProcessPlan) {
+		for _, c := range ps {
+			all = append(all, c)
+			walk(c.Children)
+		}
+	}
+	walk(p.plan.Children)
+	return p.waitUp(ctx, all)
+}
+
+func (p *proc) waitUp(ctx context.Context, procs []*vllm.ProcessPlan) bool {
 	deadline := time.NewTimer(p.waitBound())
 	defer deadline.Stop()
 	for {
 		up := true
-		for _, c := range p.plan.Children {
+		for _, c := range procs {
 			rec := p.fam.record(c.Identity.ID)
 			switch {
 			case rec != nil && (rec.Exit != nil || rec.Hung != nil), p.fam.phase(c.Identity.ID) == PhaseExited:

@@ -244,26 +244,41 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 	if offline || pc.LocalEnginesOnly() || (L == D && !pc.EnableElasticEP) {
 		io = ""
 	}
+	// get_engine_zmq_addresses(vllm_config, num_api_servers): an input and an output socket for
+	// each API server process (run_multi_api_server's count; one for run_server's MPClient), all
+	// inputs first.
 	for _, dir := range []string{"input", "output"} {
-		ep := io
-		if ep == "" {
-			ep = ipc("engine-" + dir)
-		} else if cp.opts.Profile.ZMQPortAlloc == ZMQPortAllocProbe {
-			// Before PR #42585: tcp://host:<get_open_port()>, probed by the launcher and bound by the
-			// API server's client sockets (core_client.py make_zmq_socket) later: the window of
-			// vLLM#40443, which a steal-port step takes.
-			add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressProbe,
-				Endpoint: probeEndpoint("0.0.0.0", e), Key: dir, Exercised: true,
-				Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (get_open_port(), before PR #42585)"},
-				Stage: StageConfig, Alloc: cp.alloc(e, FuncGetOpenPort, 0)})
-			add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind,
-				Endpoint: "tcp://" + hostPort(pc.DataParallelMasterIP, 0) + KeyProbedPort, Key: dir, Exercised: true,
-				Source: "vllm/v1/engine/core_client.py MPClient (make_zmq_socket bind of the probed port, before PR #42585)"},
-				Stage: StageEngineInit, Flavor: BindFlavorZMQ})
-			continue
+		for i := 0; i < min(pc.features.apiProcessCount, maxProcessesPerCommand); i++ {
+			ep := io
+			switch {
+			case ep == "":
+				what := "engine-" + dir
+				if i > 0 {
+					what += strconv.Itoa(i)
+				}
+				ep = ipc(what)
+			case cp.opts.Profile.ZMQPortAlloc == ZMQPortAllocProbe:
+				// Before PR #42585: tcp://host:<get_open_port()>, probed by the launcher and bound
+				// by the API server's client sockets (core_client.py make_zmq_socket) later: the
+				// window of vLLM#40443, which a steal-port step takes. Each bind binds its own
+				// probe's port (the key tells them apart).
+				key := dir
+				if i > 0 {
+					key += strconv.Itoa(i)
+				}
+				add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressProbe,
+					Endpoint: probeEndpoint("0.0.0.0", e), Key: key, Exercised: true,
+					Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (get_open_port(), before PR #42585)"},
+					Stage: StageConfig, Alloc: cp.alloc(e, FuncGetOpenPort, 0)})
+				add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind,
+					Endpoint: "tcp://" + hostPort(pc.DataParallelMasterIP, 0) + KeyProbedPort, Key: key, Exercised: true,
+					Source: "vllm/v1/engine/core_client.py MPClient (make_zmq_socket bind of the probed port, before PR #42585)"},
+					Stage: StageEngineInit, Flavor: BindFlavorZMQ})
+				continue
+			}
+			add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind, Endpoint: ep, Key: dir,
+				Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with LAST_ENDPOINT)"}, Stage: StageEngineInit})
 		}
-		add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind, Endpoint: ep, Key: dir,
-			Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with LAST_ENDPOINT)"}, Stage: StageEngineInit})
 	}
 }
 
@@ -287,11 +302,18 @@ func (cp *cmdPlanner) executorInit(pc *ParallelConfig, e addrEnv, add func(Addre
 		return
 	}
 	switch {
-	case pc.DistributedExecutorBackend == "uni":
+	case pc.DistributedExecutorBackend == "uni" && cp.opts.Profile.ExecutorRendezvous == ExecutorRendezvousTCP:
 		add(AddressPlan{Address: report.Address{Channel: "executor-init", Role: report.AddressProbe,
 			Endpoint: probeEndpoint(cp.hostIP, e), Exercised: true,
-			Source: "vllm/v1/executor/uniproc_executor.py _init_executor (get_ip(), get_open_port())"},
+			Source: "vllm/v1/executor/uniproc_executor.py _init_executor (get_ip(), get_open_port()), before PR #50999"},
 			Stage: StageEngineInit, Alloc: cp.alloc(e, FuncGetOpenPort, 0)})
+	case pc.DistributedExecutorBackend == "uni":
+		// UniProcExecutor._distributed_args: a file:// store too since PR #50999 (TCP only when
+		// AITER's custom all-reduce needs it, which no simulated platform has).
+		add(AddressPlan{Address: report.Address{Channel: "executor-init", Role: report.AddressBind,
+			Endpoint: "file://" + e.tmp + "/vllm_dist_" + strings.ReplaceAll(derivedUUID4(cp.opts.Seed, cp.node.Host, strconv.Itoa(cp.cmd), "file-store", fmt.Sprint(pc.DataParallelRank)), "-", ""),
+			Source:   "vllm/v1/executor/uniproc_executor.py _distributed_args (get_file_store_init_method, PR #50999)"},
+			Stage: StageEngineInit})
 	case pc.DistributedExecutorBackend == "mp" && cp.opts.Profile.ExecutorRendezvous == ExecutorRendezvousTCP:
 		add(AddressPlan{Address: report.Address{Channel: "executor-init", Role: report.AddressProbe,
 			Endpoint: probeEndpoint(defaultMasterAddr, e), Exercised: true,

@@ -113,10 +113,34 @@ func TestAddresses(t *testing.T) {
 				if got := addrOf(get(t, procs, "g/0/engine-core-0"), "executor-init", report.AddressProbe); len(got) != 1 || got[0].Endpoint != "tcp://127.0.0.1:0" {
 					t.Errorf("mp, tcp: %+v", got)
 				}
-				file := predict(t, false, "main", node("g", "vllm serve org/M -tp 2"))
+				file := predict(t, false, "main", node("g", "vllm serve org/M -tp 2"), node("h", "vllm serve org/M"))
 				got := addrOf(get(t, file, "g/0/engine-core-0"), "executor-init", "")
 				if len(got) != 1 || got[0].Exercised || !strings.HasPrefix(got[0].Endpoint, "file:///tmp/vllm_dist_") {
 					t.Errorf("mp, file: %+v", got)
+				}
+				// vllm/v1/executor/uniproc_executor.py _distributed_args: the uni executor takes a
+				// file store after PR #50999 too (TCP only for AITER's custom all-reduce).
+				got = addrOf(get(t, file, "h/0/engine-core-0"), "executor-init", "")
+				if len(got) != 1 || got[0].Role != report.AddressBind || !strings.HasPrefix(got[0].Endpoint, "file:///tmp/vllm_dist_") {
+					t.Errorf("uni, file: %+v", got)
+				}
+			}},
+		{name: "the engine I/O sockets: an input and an output per API server process",
+			source: "vllm/v1/engine/utils.py get_engine_zmq_addresses(vllm_config, num_api_servers); vllm/entrypoints/cli/serve.py run_multi_api_server (api_server_count defaults to the local DP size)", profile: "main",
+			nodes: []Node{node("h", "vllm serve org/M -dp 2"), node("g", "vllm serve org/M")},
+			check: func(t *testing.T, procs []report.Process) {
+				keys := func(id string) []string {
+					var out []string
+					for _, a := range addrOf(get(t, procs, id), "engine-io", report.AddressBind) {
+						out = append(out, a.Key)
+					}
+					return out
+				}
+				if got := keys("h/0/api-server-0"); !slices.Equal(got, []string{"input", "input", "output", "output"}) {
+					t.Errorf("DP 2 (two API server processes): %v", got)
+				}
+				if got := keys("g/0/api-server-0"); !slices.Equal(got, []string{"input", "output"}) {
+					t.Errorf("one API server: %v", got)
 				}
 			}},
 		{name: "the DP coordinator: ipc when every engine and front end is local, tcp port 0 otherwise",

@@ -125,3 +125,46 @@ func TestHandshakeRefusal(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigHashRefusal: with coordinated DP (DP > 1, a MoE model) rank 0's front end compares
+// every engine's READY parallel_config_hash with its own ParallelConfig.compute_hash() and raises
+// on a mismatch (vllm/v1/engine/utils.py wait_for_engine_startup; vllm/v1/engine/core.py
+// _perform_handshake sends the hash; vllm/config/parallel.py compute_hash ignores ranks, local
+// sizes, LB mode, addresses and ports). A headless follower launched without the head's
+// --enable-expert-parallel hashes differently: the handshake completes, then the front end raises;
+// a dense model is not coordinated and is not checked; the same flags everywhere are accepted.
+func TestConfigHashRefusal(t *testing.T) {
+	const head = "vllm serve org/M -tp 2 -dp 4 -dpl 2 --data-parallel-address h0 --data-parallel-rpc-port 13345 --enable-expert-parallel"
+	follower := func(extra string) string {
+		return "vllm serve org/M -tp 2 -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 --data-parallel-rpc-port 13345 --headless" + extra
+	}
+	mismatch := predict(t, true, "main", node("h0", head), node("h1", follower("")))
+	f := get(t, mismatch, "h0/0/api-server-0")
+	if f.Exit == nil || !strings.HasPrefix(f.Exit.Error, "RuntimeError: Configuration mismatch detected for engine 2. ") {
+		t.Fatalf("front end: %s, want the configuration mismatch of engine 2", exitText(f))
+	}
+	if len(f.Rendezvous) != 1 || f.Rendezvous[0].Error != "" {
+		t.Errorf("the handshake completes before the READY is refused: %+v", f.Rendezvous)
+	}
+	if e := get(t, mismatch, "h1/0/engine-core-2"); e.Crashed() || len(e.Rendezvous) == 0 || e.Rendezvous[0].Error != "" {
+		t.Errorf("the follower's engine got its answer: %s %+v", exitText(e), e.Rendezvous)
+	}
+	if s := get(t, mismatch, "h0/0/engine-core-0"); s.Exit == nil || s.Crashed() {
+		t.Errorf("the front end's own engine is stopped with it: %s", exitText(s))
+	}
+	for name, procs := range map[string][]report.Process{
+		"the same flags":         predict(t, true, "main", node("h0", head), node("h1", follower(" --enable-expert-parallel"))),
+		"a dense model (no EP)":  predict(t, false, "main", node("h0", head), node("h1", follower(""))),
+		"another local DP count": predict(t, true, "main", node("h0", head), node("h1", strings.Replace(follower(" --enable-expert-parallel"), "-dpl 2", "-dpl 2 --data-parallel-size-local 2", 1))),
+	} {
+		for _, p := range procs {
+			if p.Crashed() {
+				t.Errorf("%s: %s: %s", name, p.ID, exitText(p))
+			}
+		}
+	}
+	x := HandshakeExpect{First: 0, Count: 2, LocalCount: 1, RemoteHeadless: true, ConfigHash: "a"}
+	if got := x.RefuseReady(EngineHello{Index: 1, Headless: true}); !strings.Contains(got, "Worker hash: None, Expected hash: a.") {
+		t.Errorf("a READY without a hash: %q", got)
+	}
+}

@@ -77,6 +77,10 @@ type EngineHello struct {
 	Local bool `json:"local"`
 	// Headless is `not local_client`: the engines run_headless starts.
 	Headless bool `json:"headless"`
+	// ConfigHash is the engine's ParallelConfig.compute_hash(), which its READY carries when DP > 1
+	// (vllm/v1/engine/core.py _perform_handshake). Only equality with the front end's matters: the
+	// model's is its own digest of the same factors (configHash), the probe's is vLLM's.
+	ConfigHash string `json:"config_hash,omitempty"`
 }
 
 // HandshakeExpect is what a front end accepts on the handshake it serves (vllm/v1/engine/utils.py
@@ -90,6 +94,10 @@ type HandshakeExpect struct {
 	// RemoteHeadless is remote_should_be_headless: `not data_parallel_hybrid_lb and not
 	// data_parallel_external_lb` of the front end's own config.
 	RemoteHeadless bool `json:"remote_headless"`
+	// ConfigHash is the front end's own ParallelConfig.compute_hash() when it coordinates DP (DP > 1
+	// and a MoE model: wait_for_engine_startup's coordinated_dp), "" otherwise: each engine's READY
+	// must carry the same (RefuseReady).
+	ConfigHash string `json:"config_hash,omitempty"`
 }
 
 // Refuse is wait_for_engine_startup's verdict on one HELLO, in vLLM's order: the RuntimeError the
@@ -116,6 +124,25 @@ func (x HandshakeExpect) Refuse(h EngineHello) string {
 		return fmt.Sprintf("RuntimeError: Remote engine %d must use --headless unless in external or hybrid dp lb mode", h.Index)
 	}
 	return ""
+}
+
+// RefuseReady is wait_for_engine_startup's check of an engine's READY (vllm/v1/engine/utils.py):
+// with coordinated DP, an engine whose parallel config hashes differently from the front end's is
+// refused with a RuntimeError ("" when it is accepted). vLLM reads READY once the engine finished
+// its init; the simulation decides it where both sides' plans meet, at the handshake, lets the
+// handshake complete (every engine got its answer) and has the front end raise right after it.
+func (x HandshakeExpect) RefuseReady(h EngineHello) string {
+	if x.ConfigHash == "" || h.ConfigHash == x.ConfigHash {
+		return ""
+	}
+	worker := h.ConfigHash
+	if worker == "" {
+		worker = "None"
+	}
+	return fmt.Sprintf("RuntimeError: Configuration mismatch detected for engine %d. All DP workers must have identical "+
+		"configurations for parameters that affect collective communication (e.g., enable_eplb, "+
+		"eplb_config.log_balancedness). Worker hash: %s, Expected hash: %s. Please ensure all workers are "+
+		"started with the same command-line arguments.", h.Index, worker, x.ConfigHash)
 }
 
 // HandshakeNoAnswer is what an engine raises when the front end never answers its HELLO

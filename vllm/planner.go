@@ -94,7 +94,11 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	default:
 		top = cp.apiServer(args, 0, "", dec.apiServerCount)
 	}
-	cp.planAddresses(top)
+	if cp.err == nil {
+		// A command the simulation refuses (too many processes) gets no addresses: they would
+		// number as many.
+		cp.planAddresses(top)
+	}
 	return top, cp.err
 }
 

@@ -130,7 +130,9 @@ type simProc struct {
 func (p *simProc) alive() bool { return p.started && !p.exited }
 
 type sim struct {
-	procs []*simProc // every process, host order then tree order (preorder)
+	// readyRefusals are the front ends that refuse a READY (HandshakeExpect.RefuseReady).
+	readyRefusals []exitEvent
+	procs         []*simProc // every process, host order then tree order (preorder)
 	// bound holds the BindsEarly addresses by barrierKey and the process that bound each.
 	bound map[string]*simProc
 	// addrs is the paper state of the address steps (predict_addresses.go).
@@ -167,6 +169,15 @@ func (s *sim) run() {
 	s.lookups()
 	s.listenAddresses()
 	s.connectAddresses()
+	// A front end that refuses an engine's READY raises once its engines are up (their start-up
+	// is what READY reports); one whose engines failed has failed through them already.
+	var refusals []exitEvent
+	for _, e := range s.readyRefusals {
+		if e.p.alive() {
+			refusals = append(refusals, e)
+		}
+	}
+	s.exitAll(refusals)
 }
 
 // start is a process starting: it raises at config, or it starts its children.
@@ -420,6 +431,11 @@ func (s *sim) settle(b *barrier, force bool) bool {
 			m.p.next++
 		}
 		b.resolved = true
+		if front, why := readyRefusal(arrived); front != nil {
+			// Every engine got its answer; the front end refuses a READY once its engines are up
+			// (RefuseReady), at the end of start-up (run).
+			s.readyRefusals = append(s.readyRefusals, exitEvent{front.p, 1, why})
+		}
 		for _, m := range arrived {
 			if m.p.alive() && m.p.plan.ChildrenAfterRendezvous && m.p.next == len(m.p.plan.Rendezvous) {
 				s.startLate(m.p)
@@ -469,6 +485,30 @@ func refusal(arrived []member) (front *member, why string) {
 	for i := range byRank {
 		if h := byRank[i].plan.Hello; h != nil && byIndex[h.Index] == 1 {
 			if why := rank0.plan.Expect.Refuse(*h); why != "" {
+				return rank0, why
+			}
+		}
+	}
+	return nil, ""
+}
+
+// readyRefusal finds the READY that rank 0 of a completed handshake refuses
+// (HandshakeExpect.RefuseReady), the lowest rank first; front is nil when none is refused.
+func readyRefusal(arrived []member) (front *member, why string) {
+	var rank0 *member
+	for i := range arrived {
+		if arrived[i].plan.Rank == 0 && arrived[i].plan.Expect != nil {
+			rank0 = &arrived[i]
+		}
+	}
+	if rank0 == nil {
+		return nil, ""
+	}
+	byRank := append([]member(nil), arrived...)
+	sort.SliceStable(byRank, func(i, j int) bool { return byRank[i].plan.Rank < byRank[j].plan.Rank })
+	for _, m := range byRank {
+		if h := m.plan.Hello; h != nil {
+			if why := rank0.plan.Expect.RefuseReady(*h); why != "" {
 				return rank0, why
 			}
 		}

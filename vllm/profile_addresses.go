@@ -27,7 +27,9 @@ const (
 	// (before PR #50999).
 	ExecutorRendezvousTCP = "tcp"
 	// ExecutorRendezvousFile: they meet at file://<tempdir>/vllm_dist_<uuid>, no port at all
-	// (PR #50999; ROCm with AITER custom all-reduce keeps the TCP store).
+	// (PR #50999; ROCm with AITER custom all-reduce keeps the TCP store). The uni executor's
+	// distributed_init_method follows the same rule (uniproc_executor.py _distributed_args):
+	// get_ip():get_open_port() under tcp, a file store under file.
 	ExecutorRendezvousFile = "file"
 
 	// OffloadP2PPortFixed: the KV-offload P2P tier's control socket binds host 0.0.0.0, port 7777
@@ -79,8 +81,8 @@ var addressChanges = []Change{
 		Values: []string{ExecutorRendezvousTCP, ExecutorRendezvousFile},
 		Doc: "how the workers of a single-node MultiprocExecutor meet (vllm/v1/executor/multiproc_executor.py; " +
 			"vLLM PR #50999): tcp = tcp://<loopback>:<get_open_port()>, probed by the engine core before it " +
-			"starts them; file = file://<tempdir>/vllm_dist_<uuid>, no port (the uni executor keeps " +
-			"get_ip():get_open_port() either way)",
+			"starts them (the uni executor: get_ip():get_open_port()); file = file://<tempdir>/vllm_dist_<uuid>, " +
+			"no port, for the uni executor too (vllm/v1/executor/uniproc_executor.py _distributed_args)",
 		get: func(p *Profile) *string { return &p.ExecutorRendezvous },
 	},
 	{

@@ -1,6 +1,8 @@
 package vllm
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"strconv"
@@ -83,6 +85,11 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 	offline := pc.DataParallelRankLocal != nil
 	global := hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort)
 	remoteHeadless := !pc.HybridLB && !pc.ExternalLB
+	// wait_for_engine_startup(..., coordinated_dp=dp_size > 1 and model_config.is_moe, ...)
+	hash := ""
+	if D > 1 && pc.IsMoEModel {
+		hash = configHash(pc)
+	}
 	switch {
 	case offline && L != 1:
 		// offline_mode: assert local_engine_count == 1
@@ -90,12 +97,12 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 	case offline:
 		return engineHandshake{
 			local: &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: 2, Rank: 0,
-				Expect: &HandshakeExpect{First: dpRank, Count: 1, LocalCount: 1, RemoteHeadless: remoteHeadless}},
+				Expect: &HandshakeExpect{First: dpRank, Count: 1, LocalCount: 1, RemoteHeadless: remoteHeadless, ConfigHash: hash}},
 			localRank: func(int) int { return 1 },
 		}, nil
 	case dpRank == 0:
 		h := engineHandshake{globalRank: func(i int) int { return 1 + i }}
-		expect := &HandshakeExpect{First: 0, Count: D, LocalCount: L, RemoteHeadless: remoteHeadless}
+		expect := &HandshakeExpect{First: 0, Count: D, LocalCount: L, RemoteHeadless: remoteHeadless, ConfigHash: hash}
 		if L == D && !pc.EnableElasticEP {
 			h.local = &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: D + 1, Rank: 0, Expect: expect}
 			h.localRank, h.globalRank = h.globalRank, nil
@@ -108,7 +115,7 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 	default:
 		return engineHandshake{
 			local: &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: L + 1, Rank: 0,
-				Expect: &HandshakeExpect{First: dpRank, Count: L, LocalCount: L, RemoteHeadless: remoteHeadless}},
+				Expect: &HandshakeExpect{First: dpRank, Count: L, LocalCount: L, RemoteHeadless: remoteHeadless, ConfigHash: hash}},
 			localRank:  func(i int) int { return 1 + i - dpRank },
 			globalRank: func(i int) int { return 1 + i },
 		}, nil
@@ -120,18 +127,24 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 // first, then its own when it has one).
 func (h engineHandshake) engineHandshakes(pc *ParallelConfig, index int) []RendezvousPlan {
 	var out []RendezvousPlan
+	// _perform_handshake's READY carries parallel_config_hash when data_parallel_size > 1, which a
+	// dense model's engine no longer has (run_engine_core: reconfigure_for_independent_dp_rank).
+	hash := ""
+	if pc.DataParallelSize > 1 && pc.IsMoEModel {
+		hash = configHash(pc)
+	}
 	if h.globalRank != nil {
 		out = append(out, RendezvousPlan{Kind: RendezvousDP,
 			Address:   hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort),
 			WorldSize: pc.DataParallelSize + 1, Rank: h.globalRank(index),
 			// local = local_client and client_handshake_address is None: an engine that also
 			// handshakes with its own front end is remote to rank 0.
-			Hello: &EngineHello{Index: index, Local: !h.headless && h.local == nil, Headless: h.headless}})
+			Hello: &EngineHello{Index: index, Local: !h.headless && h.local == nil, Headless: h.headless, ConfigHash: hash}})
 	}
 	if h.local != nil {
 		out = append(out, RendezvousPlan{Kind: RendezvousDP, Address: h.local.Address,
 			WorldSize: h.local.WorldSize, Rank: h.localRank(index),
-			Hello: &EngineHello{Index: index, Local: true}})
+			Hello: &EngineHello{Index: index, Local: true, ConfigHash: hash}})
 	}
 	return out
 }
@@ -208,4 +221,19 @@ const AddressInUse = "Address already in use"
 // model gives each of them its own port (localPortBase), so only tcp handshakes reach this.
 func ZMQBindError(address, strerror string) string {
 	return fmt.Sprintf("zmq.error.ZMQError: %s (addr='tcp://%s')", strerror, address)
+}
+
+// configHash is the model's ParallelConfig.compute_hash() (vllm/config/parallel.py): a digest of
+// the factors it keeps that vLLM hashes — everything but the ranks, local sizes, LB mode, addresses
+// and ports, node layout and executor, which compute_hash ignores. Two engines of one deployment
+// launched with the same parallel flags hash alike; one with another TP, PP, DP size, expert
+// parallelism or EPLB setting does not. Its value is not vLLM's (only equality matters).
+func configHash(pc *ParallelConfig) string {
+	f := pc.features
+	factors := fmt.Sprintf("tp=%d pp=%d pcp=%d dcp=%d dp=%d moe=%t ep=%t eplb=%t redundant=%d elastic=%t fault_tolerance=%t dcp_comm=%s",
+		pc.TensorParallelSize, pc.PipelineParallelSize, pc.PrefillContextParallelSize, pc.DecodeContextParallelSize,
+		pc.DataParallelSize, pc.IsMoEModel, pc.EnableExpertParallel, f.enableEPLB, f.redundantExperts, pc.EnableElasticEP,
+		f.enableFaultTol, f.dcpCommBackend)
+	sum := sha256.Sum256([]byte(factors))
+	return hex.EncodeToString(sum[:])
 }

@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/widetp/widetp/harness"
 	"github.com/widetp/widetp/report"
@@ -25,16 +23,12 @@ Runs the scenario for real: the fake Mooncake store, then one simulated node per
 container on Docker, a process tree with its own address and /tmp on the local runtime), each
 starting every process its vllm serve lines start. The processes meet at real TCP rendezvous, bind
 and reach real ZMQ lookup sockets and register with the store; once every node has settled, the
-checks run over what they reported. A scenario with faults: then follows its timeline, step by
-step (kill, restart, pause, resume, partition from the store, heal, store-restart, store-wipe,
-store-fault; a steal-port acts during start-up), settling again and running the checks after each
-step; the report's timeline lists each step with its time and the violations found after it.
-Progress goes to stderr, the report to stdout (the tables of explain, observed instead of
-predicted; --json for one report object).
+checks run over what they reported. Progress goes to stderr, the report to stdout (the tables of
+explain, observed instead of predicted; --json for one report object).
 
 The exit code compares the observed violation kinds with the scenario's expect: 0 equal, 1
 different, 2 bad input, 3 infrastructure (no Docker with --runtime docker, an image that does not
-build, a node program that died unasked, a fault step the runtimes cannot take yet). SIGINT or SIGTERM tears the run down (nothing is left) and exits
+build, a node program that died). SIGINT or SIGTERM tears the run down (nothing is left) and exits
 130 or 143. Artifacts (every node's logs, inspect output and ipc listing, the store snapshot,
 report.json) go to --artifacts DIR, and on any failure to a directory named on stderr.
 
@@ -93,12 +87,6 @@ func runScenario(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "widetp run: %v\n", err)
 		return exitBadInput
-	}
-	for _, n := range s.Nodes {
-		if n.Host == harness.StoreHost {
-			fmt.Fprintf(stderr, "widetp run: %s: node %s: the name is the fake store's host; rename the node\n", s.File, n.Host)
-			return exitBadInput
-		}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -182,72 +170,32 @@ type runner struct {
 	planner *report.Planner
 }
 
-func (r *runner) progressf(format string, args ...any) {
-	fmt.Fprintf(r.stderr, "widetp: "+format+"\n", args...)
-}
-
 func (r *runner) run(ctx context.Context, runtime string) int {
-	start := time.Now()
-	rt, err := harness.NewRuntime(ctx, runtime, harness.WithProgress(r.stderr), harness.WithBinary(self()))
-	if err != nil {
-		fmt.Fprintf(r.stderr, "widetp run: %v\n", err)
-		return exitInfra
+	opts := []harness.RunOption{
+		harness.WithRuntime(runtime),
+		harness.WithRuntimeOptions(harness.WithBinary(self())),
+		harness.WithRunProgress(r.stderr),
+		harness.WithReportPlanner(r.planner),
+		harness.WithArtifactsOnFailure(harness.DefaultArtifactsBase()),
 	}
-	copts := []harness.ClusterOption{harness.WithClusterProgress(r.stderr)}
 	if r.plans != nil {
-		copts = append(copts, harness.WithPlans(r.plans))
+		opts = append(opts, harness.WithClusterOptions(harness.WithPlans(r.plans)))
 	}
-	cl, err := harness.StartCluster(ctx, r.s, rt, copts...)
-	if cl == nil {
-		// Nothing started: the scenario could not become a cluster.
-		fmt.Fprintf(r.stderr, "widetp run: %v\n", errors.Join(err, rt.Close(ctx)))
+	if r.artifacts != "" {
+		opts = append(opts, harness.WithArtifacts(r.artifacts))
+	}
+	res, runErr := harness.Run(ctx, r.s, opts...)
+	var se *harness.ScenarioError
+	if errors.As(runErr, &se) {
+		fmt.Fprintf(r.stderr, "widetp run: %v\n", runErr)
 		return exitBadInput
 	}
-	var rep report.Report
-	var runErr error
-	haveReport := false
-	if err != nil {
-		runErr = err
-	} else {
-		runErr = cl.Settle(ctx)
-		if runErr == nil && ctx.Err() == nil {
-			// The fault timeline, on a settled deployment only: a start that already failed
-			// leaves nothing to break on purpose.
-			runErr = cl.RunTimeline(ctx)
-		}
-		if ctx.Err() == nil {
-			var rerr error
-			rep, rerr = cl.Report(ctx)
-			rep.Planner = r.planner
-			haveReport = rerr == nil
-			runErr = errors.Join(runErr, rerr)
-		}
+	if res == nil {
+		fmt.Fprintf(r.stderr, "widetp run: %v\n", runErr)
+		return exitInfra
 	}
-	got := report.KindSet(rep.Violations)
-	match := haveReport && slices.Equal(got, rep.Expected)
-
-	// Artifacts before the teardown: it removes the hosts.
-	dir := r.artifacts
-	if dir == "" && (runErr != nil || (haveReport && !match)) && ctx.Err() == nil {
-		dir = filepath.Join(os.TempDir(), "widetp-artifacts", r.s.Name+"-"+rt.RunID())
-	}
-	if dir != "" && ctx.Err() == nil {
-		var rp *report.Report
-		if haveReport {
-			rp = &rep
-		}
-		if err := cl.WriteArtifacts(ctx, dir, rp); err != nil {
-			r.progressf("some artifacts are missing: %v", err)
-		}
-		r.progressf("artifacts in %s", dir)
-	}
-	if err := cl.Close(ctx); err != nil {
-		runErr = errors.Join(runErr, err)
-	}
-	if haveReport {
-		rep.Timings = cl.Timings()
-		rep.Timings["total"] = time.Since(start).Seconds()
-		if err := r.print(rep, got, match); err != nil {
+	if res.Report != nil {
+		if err := r.print(*res.Report, report.KindSet(res.Report.Violations), res.Match); err != nil {
 			fmt.Fprintf(r.stderr, "widetp run: write report: %v\n", err)
 			return exitInfra
 		}
@@ -258,7 +206,7 @@ func (r *runner) run(ctx context.Context, runtime string) int {
 	case runErr != nil:
 		fmt.Fprintf(r.stderr, "widetp run: %v\n", runErr)
 		return exitInfra
-	case !match:
+	case !res.Match:
 		return exitDiffer
 	}
 	return exitMatch

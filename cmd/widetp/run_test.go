@@ -47,7 +47,7 @@ func TestRunBadInput(t *testing.T) {
 		{"bad profile", []string{"--profile", "main,bogus", tooManyGPUs}, "--profile"},
 		{"more GPUs than the node has", []string{tooManyGPUs}, "gpus.yaml:"},
 		{"a host twice", []string{repeated}, "hosts.yaml:"},
-		{"a node named as the store", []string{storeName}, "widetp-store: the name is the fake store's host"},
+		{"a node named as the store", []string{storeName}, `store.yaml:6: nodes[0].host: "widetp-store" is the fake store's host in every run`},
 	}
 	for _, r := range rows {
 		t.Run(r.name, func(t *testing.T) {

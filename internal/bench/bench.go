@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/widetp/widetp/harness"
@@ -120,33 +121,23 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 	return points, nil
 }
 
-// runOnce runs s from a new runtime to its verdict and teardown, sampling its memory.
+// runOnce runs s from a new runtime to its verdict and teardown (harness.Run), sampling its
+// memory.
 func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harness.Option) (time.Duration, float64, int, error) {
 	start := time.Now()
-	r, err := harness.NewRuntime(ctx, rt, append([]harness.Option{harness.WithoutSweep()}, opts...)...)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	sampler := startSampler(r.RunID())
-	c, err := harness.StartCluster(ctx, s, r)
-	if c == nil {
-		sampler.stop()
-		return 0, 0, 0, errors.Join(err, r.Close(ctx))
-	}
-	if err == nil {
-		err = c.Settle(ctx)
-	}
-	if err == nil {
-		rep, rerr := c.Report(ctx)
-		err = rerr
-		if err == nil && len(rep.Processes) == 0 {
-			err = errors.New("the run reported no process")
-		}
-	}
+	runID := fmt.Sprintf("bench%d-%d", os.Getpid(), benchSeq.Add(1))
+	sampler := startSampler(runID)
+	res, err := harness.Run(ctx, s, harness.WithRuntime(rt),
+		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...))
 	peak, procs := sampler.stop()
-	err = errors.Join(err, c.Close(ctx))
+	if err == nil && (res.Report == nil || len(res.Report.Processes) == 0) {
+		err = errors.New("the run reported no process")
+	}
 	return time.Since(start), peak, procs, err
 }
+
+// benchSeq numbers this process's runs (their run ids, which the memory sampler looks for).
+var benchSeq atomic.Int64
 
 func median(xs []float64) float64 {
 	if len(xs) == 0 {

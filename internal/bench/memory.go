@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/widetp/widetp/internal/nodeapi"
 )
 
 // sampleEvery paces the memory sampler: often enough to see a run's peak (processes live for
@@ -24,7 +26,7 @@ type sampler struct {
 // container or not), and keeps the largest sum.
 func startSampler(runID string) *sampler {
 	s := &sampler{done: make(chan struct{})}
-	tag := []byte("WIDETP_RUN=" + runID + "\x00")
+	tag := []byte(nodeapi.EnvRun + "=" + runID + "\x00")
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -12,10 +12,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/widetp/widetp/internal/nodeapi"
 )
 
 // EnvBinary is harness.EnvBinary (this package must not import the harness).
-const EnvBinary = "WIDETP_BIN"
+const EnvBinary = nodeapi.EnvBinary
 
 // envPrefix names the variables through which a test process hands its builds to its children.
 const envPrefix = "WIDETP_TESTBIN_"

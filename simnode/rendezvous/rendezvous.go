@@ -49,12 +49,18 @@ type Screening struct {
 	// gives up with Answer at its time-out.
 	Answer string
 	Hold   bool
+	// Late is an exception rank 0 raises because of this member once the barrier has completed
+	// (every member got its answer): vLLM's front end refuses an engine's READY, which follows the
+	// handshake. Result.Late carries the first one.
+	Late string
 }
 
 // Result is a completed barrier.
 type Result struct {
 	// Values are the members' values, by rank.
 	Values map[int]string
+	// Late, on rank 0, is the first Screening.Late of the members, in arrival order.
+	Late string
 }
 
 func (m Member) validate() error {

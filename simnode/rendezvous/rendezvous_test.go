@@ -425,3 +425,37 @@ func TestScreenRefuses(t *testing.T) {
 		t.Errorf("held member after its stop: %v", err)
 	}
 }
+
+// TestScreenLateRefusalCompletesTheBarrier: a refusal rank 0 makes only later (a front end refusing
+// an engine's READY for another parallel config hash, vllm/v1/engine/utils.py
+// wait_for_engine_startup) lets the barrier complete for every member; rank 0 leaves with the first
+// such refusal in Result.Late.
+func TestScreenLateRefusalCompletesTheBarrier(t *testing.T) {
+	addr := freeAddr(t)
+	ms := members("dp", addr, 3, 0, 1, 2)
+	ms[0].Screen = func(hello []byte) Screening {
+		if string(hello) == `"mismatch"` {
+			return Screening{Late: "RuntimeError: late"}
+		}
+		return Screening{}
+	}
+	ms[1].Hello = []byte(`"ok"`)
+	ms[2].Hello = []byte(`"mismatch"`)
+	ctx := context.Background()
+	rank0 := make(chan Result, 1)
+	go func() {
+		res, err := Join(ctx, ms[0], cfg(timeout))
+		if err != nil {
+			t.Errorf("rank 0: %v, want the barrier completed", err)
+		}
+		rank0 <- res
+	}()
+	for r, err := range joinAll(ctx, ms[1:], cfg(timeout)) {
+		if err != nil {
+			t.Errorf("member %d: %v, want its answer", r, err)
+		}
+	}
+	if res := <-rank0; res.Late != "RuntimeError: late" {
+		t.Errorf("rank 0's late refusal = %q", res.Late)
+	}
+}

@@ -58,6 +58,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 	values := map[int]string{0: m.Value}
 	// screenings are rank 0's judgements of the members' hellos, kept for a refusal's answers.
 	screenings := map[int]Screening{}
+	late := ""
 	defer func() {
 		for _, c := range members {
 			c.Close()
@@ -87,6 +88,9 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			}
 			sc := m.Screen(a.hello.Hello)
 			screenings[a.hello.Rank] = sc
+			if late == "" {
+				late = sc.Late
+			}
 			if sc.Refuse == "" {
 				continue
 			}
@@ -136,7 +140,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 	for _, c := range members {
 		send(c, verdict{OK: true, Values: values})
 	}
-	return Result{Values: values}, nil
+	return Result{Values: values, Late: late}, nil
 }
 
 // accept reads each connection's hello and reports it; after a hello it watches the connection and

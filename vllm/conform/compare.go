@@ -7,11 +7,13 @@ package conform
 import (
 	"fmt"
 	"net"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/widetp/widetp/vllm"
+	"github.com/widetp/widetp/vllm/probe"
 )
 
 // Disagreement is one field of one process on which the planners differ.
@@ -25,7 +27,7 @@ type Disagreement struct {
 	VLLM  string `json:"vllm"`
 	Model string `json:"model"`
 	// Area groups fields for the summary: process, identity, crash, rendezvous, connector,
-	// lifecycle.
+	// lifecycle, address.
 	Area string `json:"area"`
 }
 
@@ -118,6 +120,9 @@ func fields(v *vllm.ProcessPlan, vc map[string]string, m *vllm.ProcessPlan, mc m
 		{"children", "process", itoa(len(v.Children)), itoa(len(m.Children))},
 		{"rendezvous", "rendezvous", itoa(len(v.Rendezvous)), itoa(len(m.Rendezvous))},
 	}
+	for _, ch := range probe.AddressChannels {
+		out = append(out, field{"addresses." + ch, "address", addressesOf(v, ch, vc), addressesOf(m, ch, mc)})
+	}
 	for i := 0; i < len(v.Rendezvous) && i < len(m.Rendezvous); i++ {
 		a, b := v.Rendezvous[i], m.Rendezvous[i]
 		p := fmt.Sprintf("rendezvous[%d].", i)
@@ -138,14 +143,15 @@ func hello(h *vllm.EngineHello) string {
 	if h == nil {
 		return ""
 	}
-	return fmt.Sprintf("index=%d local=%t headless=%t", h.Index, h.Local, h.Headless)
+	// The config hash is each planner's own digest: CompareHandshakes checks what it decides.
+	return fmt.Sprintf("index=%d local=%t headless=%t hashed=%t", h.Index, h.Local, h.Headless, h.ConfigHash != "")
 }
 
 func expect(x *vllm.HandshakeExpect) string {
 	if x == nil {
 		return ""
 	}
-	return fmt.Sprintf("first=%d count=%d local=%d remote_headless=%t", x.First, x.Count, x.LocalCount, x.RemoteHeadless)
+	return fmt.Sprintf("first=%d count=%d local=%d remote_headless=%t coordinated=%t", x.First, x.Count, x.LocalCount, x.RemoteHeadless, x.ConfigHash != "")
 }
 
 func crashText(c *vllm.Crash) string {
@@ -243,4 +249,51 @@ func Summary(ds []Disagreement) map[string]int {
 		out[d.Area]++
 	}
 	return out
+}
+
+// addressesOf is a process's addresses on one channel, canonical and sorted (the planners list a
+// stage's steps in the order their code reaches them, which is the same steps either way): channel
+// role, endpoint and key with random parts named by shape (an ipc path's uuid4, a file store's
+// hex) and host-local rendezvous named by who meets there, whether a run exercises it, its stage,
+// how a bind fails and listens, and the allocator's inputs (the retry rules are a profile's).
+func addressesOf(p *vllm.ProcessPlan, channel string, c map[string]string) string {
+	var out []string
+	for _, a := range p.Addresses {
+		if a.Channel != channel {
+			continue
+		}
+		key := canonEndpoint(a.Key, c)
+		if a.Channel == "torch-world" {
+			key = canonReplica(a.Key, c)
+		}
+		s := fmt.Sprintf("%s %s key=%s exercised=%t stage=%s", a.Role, canonEndpoint(a.Endpoint, c), key, a.Exercised, a.Stage)
+		if a.Flavor != "" || a.ListenAt != "" || a.ReusePort {
+			s += fmt.Sprintf(" flavor=%s listen_at=%s reuse_port=%t", a.Flavor, a.ListenAt, a.ReusePort)
+		}
+		if x := a.Alloc; x != nil {
+			s += fmt.Sprintf(" alloc=%s/%d vllm_port=%s", x.Func, x.Count, optInt(x.VLLMPort))
+			if x.Reserved != nil {
+				s += fmt.Sprintf(" reserved=%d-%d", x.Reserved[0], x.Reserved[1])
+			}
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+var (
+	uuidPath = regexp.MustCompile(`/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	hexStore = regexp.MustCompile(`/vllm_dist_[0-9a-f]{32}$`)
+)
+
+// canonEndpoint names an endpoint's random part by its shape and a host-local rendezvous address
+// by who meets there.
+func canonEndpoint(ep string, c map[string]string) string {
+	ep = uuidPath.ReplaceAllString(ep, "/<uuid4>")
+	ep = hexStore.ReplaceAllString(ep, "/vllm_dist_<hex>")
+	if rest, ok := strings.CutPrefix(ep, "tcp://"); ok {
+		return "tcp://" + canon(rest, c)
+	}
+	return canon(ep, c)
 }

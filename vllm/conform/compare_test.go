@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
 )
@@ -73,6 +75,43 @@ func TestAChangedFieldIsOneDisagreement(t *testing.T) {
 	}
 }
 
+// Addresses compare on the channels the probe derives: a different port is one disagreement on
+// that channel; a different uuid4 in an ipc path (each planner draws its own) is none; a channel
+// the probe does not derive is not compared.
+func TestAddressesCompareOnTheProbesChannels(t *testing.T) {
+	d := deployment(t)
+	want := modelPlans(t, d)
+	front := func(plans []*vllm.NodePlan) *vllm.ProcessPlan { return plans[0].Commands[0] }
+	find := func(p *vllm.ProcessPlan, channel string) *vllm.AddressPlan {
+		for i := range p.Addresses {
+			if p.Addresses[i].Channel == channel {
+				return &p.Addresses[i]
+			}
+		}
+		t.Fatalf("%s has no %s address: %+v", p.Identity.ID, channel, p.Addresses)
+		return nil
+	}
+
+	got := clone(t, want)
+	find(front(got), "api-server").Endpoint = "tcp://0.0.0.0:9999"
+	var c Counts
+	ds := Compare(d.Name, got, want, &c)
+	if len(ds) != 1 || ds[0].Field != "addresses.api-server" || ds[0].Area != "address" || !strings.Contains(ds[0].VLLM, ":9999") {
+		t.Errorf("a moved API server port: disagreements %+v, want one on addresses.api-server", ds)
+	}
+
+	got = clone(t, want)
+	io := find(front(got), "engine-io")
+	if !strings.HasPrefix(io.Endpoint, "ipc://") {
+		t.Fatalf("engine-io of a one-node launch is %s, want an ipc path", io.Endpoint)
+	}
+	io.Endpoint = io.Endpoint[:strings.LastIndex(io.Endpoint, "/")+1] + "00000000-0000-4000-8000-000000000000"
+	front(got).Addresses = append(front(got).Addresses, vllm.AddressPlan{Address: report.Address{Channel: "nixl-side-channel", Role: report.AddressBind, Endpoint: "tcp://h0:5600"}})
+	if ds := Compare(d.Name, got, want, &c); len(ds) != 0 {
+		t.Errorf("another uuid4 and an uncompared channel: disagreements %+v, want none", ds)
+	}
+}
+
 func TestAMissingProcessIsAnExistsDisagreement(t *testing.T) {
 	d := deployment(t)
 	want := modelPlans(t, d)
@@ -101,6 +140,14 @@ func TestLocalAddressesCompareByStructure(t *testing.T) {
 		walk = func(p *vllm.ProcessPlan) {
 			for i := range p.Rendezvous {
 				p.Rendezvous[i].Address = f(p.Rendezvous[i].Address)
+			}
+			// A slot names the addresses met there too (their key, a tcp endpoint).
+			for i := range p.Addresses {
+				a := &p.Addresses[i]
+				a.Key = f(a.Key)
+				if rest, ok := strings.CutPrefix(a.Endpoint, "tcp://"); ok {
+					a.Endpoint = "tcp://" + f(rest)
+				}
 			}
 			for _, c := range p.Children {
 				walk(c)

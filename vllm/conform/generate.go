@@ -41,6 +41,7 @@ var launchPaths = []struct {
 	{"invalid", genInvalid},
 	{"offline-spmd", genOfflineSPMD},
 	{"api-server-entrypoint", genAPIServer},
+	{"mismatched-config", genMismatchedConfig},
 }
 
 // LaunchPaths names the launch paths Generate covers, in its order.
@@ -58,8 +59,9 @@ type gen struct {
 	d    vllm.Deployment
 	gpus int
 	kv   bool
-	// ep: every line of a MoE deployment passes --enable-expert-parallel, or none does (vLLM
-	// refuses DP engines whose configs differ: wait_for_engine_startup's config-hash check).
+	// ep: every line of a MoE deployment passes --enable-expert-parallel, or none does; the
+	// mismatched-config path gives the followers other flags on purpose (vLLM refuses DP engines
+	// whose configs hash differently: wait_for_engine_startup's config-hash check).
 	ep bool
 	// kvConfig is the deployment's --kv-transfer-config value; env its nodes' environment.
 	kvConfig string
@@ -194,6 +196,30 @@ func genInternalHeadless(g *gen) {
 			}
 		} else {
 			flags = append(flags, "--headless", f("--data-parallel-start-rank %d", i*local))
+		}
+		g.node(host(i), g.line("", flags...))
+	}
+}
+
+// genMismatchedConfig is an internal-LB head with --headless followers whose parallel flags
+// differ from the head's on one node: expert parallelism on the head only, or EPLB, or another TP
+// size. With a MoE model the front end refuses the follower's READY (the config hash); with a
+// dense one nothing checks it.
+func genMismatchedConfig(g *gen) {
+	nodes := g.pick(2, 3)
+	local := g.pick(1, 2)
+	tp := g.pick(2, 4)
+	dp := nodes * local
+	odd := 1 + g.r.IntN(nodes-1)
+	diff := []string{"--enable-expert-parallel", "--enable-eplb", f("-tp %d", tp/2)}[g.r.IntN(3)]
+	g.ep = false
+	for i := 0; i < nodes; i++ {
+		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d", tp, dp, local), head()}
+		if i > 0 {
+			flags = append(flags, "--headless", f("--data-parallel-start-rank %d", i*local))
+		}
+		if i == odd {
+			flags = append(flags, diff)
 		}
 		g.node(host(i), g.line("", flags...))
 	}

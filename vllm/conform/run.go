@@ -2,6 +2,7 @@ package conform
 
 import (
 	"context"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -49,10 +50,11 @@ type verdictPlanner interface {
 	PlanWithVerdicts(ctx context.Context, d vllm.Deployment) ([]*vllm.NodePlan, map[string]string, error)
 }
 
-// CompareHandshakes checks vllm.HandshakeExpect.Refuse against vLLM's wait_for_engine_startup:
-// for every front end of the plans that serves a handshake, the refusals Refuse finds among the
-// HELLOs its barrier's members carry must contain the one vLLM raised, and be empty when vLLM
-// raised none.
+// CompareHandshakes checks vllm.HandshakeExpect.Refuse and RefuseReady against vLLM's
+// wait_for_engine_startup: for every front end of the plans that serves a handshake, the refusals
+// they find among the HELLOs its barrier's members carry must contain the one vLLM raised, and be
+// empty when vLLM raised none. The parallel config hashes a refusal quotes are each planner's own
+// (the model's digest, vLLM's compute_hash): they compare as "<hash>".
 func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[string]string, c *Counts) []Disagreement {
 	procs := flatten(plans)
 	type member struct {
@@ -83,12 +85,14 @@ func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[str
 				if m.r.Hello == nil {
 					continue
 				}
-				if t := r.Expect.Refuse(*m.r.Hello); t != "" && !refusals[t] {
-					refusals[t] = true
-					list = append(list, t)
+				for _, t := range []string{r.Expect.Refuse(*m.r.Hello), maskHashes(r.Expect.RefuseReady(*m.r.Hello))} {
+					if t != "" && !refusals[t] {
+						refusals[t] = true
+						list = append(list, t)
+					}
 				}
 			}
-			v := verdicts[id]
+			v := maskHashes(verdicts[id])
 			if (v == "") == (len(list) == 0) && (v == "" || refusals[v]) {
 				continue
 			}
@@ -98,3 +102,8 @@ func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[str
 	}
 	return out
 }
+
+var hashValue = regexp.MustCompile(`(Worker|Expected) hash: [^,. ]+`)
+
+// maskHashes names the hash values of a configuration-mismatch refusal by their place.
+func maskHashes(s string) string { return hashValue.ReplaceAllString(s, "$1 hash: <hash>") }

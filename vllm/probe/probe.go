@@ -39,6 +39,11 @@
 // the barrier decides (HandshakeExpect.Refuse); vLLM's own verdict comes back beside the plans
 // (PlanWithVerdicts) so that conformance checks the two agree.
 //
+// Addresses (the plan contract's AddressPlan) are recorded where vLLM's code computes them; the
+// channels are AddressChannels. The READY an engine sends carries vLLM's own
+// ParallelConfig.compute_hash() (EngineHello.ConfigHash), and a coordinating front end's
+// expectation its own (HandshakeExpect.ConfigHash).
+//
 // Debugging a plan: WIDETP_PROBE_DEBUG=1 in widetp's environment keeps the Python traceback of
 // every crash in the probe's plan JSON (crash.traceback); vLLM's own log lines go to the probe's
 // stderr, whose last lines an error from the probe quotes.
@@ -71,6 +76,17 @@ import (
 
 //go:embed python/widetp_probe/*.py
 var program embed.FS
+
+// AddressChannels are the address channels the probe derives with vLLM's own code (the plan
+// contract's AddressPlan, vllm/addresses.go): the front end's HTTP socket (setup_server, with
+// serve.py's reuse_port), ParallelConfig's DP master port probe, the DP coordinator's and the
+// engine I/O sockets' addresses (DPCoordinator.__init__ to its third address,
+// get_engine_zmq_addresses), the executors' distributed_init_method, and the handshake, DP group
+// and torch world the processes meet at. The rest — the DP supervisor's health port, the NIXL,
+// P2P Mooncake and offloading connectors' side channels and regions — come from connectors and
+// servers the probe does not build: a vllm plan lists none of them, and conform compares these.
+var AddressChannels = []string{"api-server", "dp-master-ports", "dp-coordinator", "engine-io",
+	"executor-init", "dp-handshake", "dp-group", "torch-world"}
 
 // ErrUnavailable marks a vllm planner that cannot start: no python3, no vLLM at the path, vLLM
 // that does not import. The CLI exits 2 on it.
@@ -454,10 +470,42 @@ func (p *Planner) PlanWithVerdicts(ctx context.Context, d vllm.Deployment) ([]*v
 				return nil, nil, fmt.Errorf("vllm planner: plan %s: malformed response: host %s command %d has no plan", d.Name, np.Host, j)
 			}
 		}
+		if err := allocatorRules(&np); err != nil {
+			return nil, nil, err
+		}
 		out[i] = &np
 		collectVerdicts(*raw, verdicts)
 	}
 	return out, verdicts, nil
+}
+
+// allocatorRules gives every port allocator of a probe plan the retry rules of vLLM main
+// (profile main's vllm_port_list and open_port_reserved): the probe records where vLLM probes and
+// with which VLLM_PORT and reserved range, but does not run get_open_port against a simulated
+// host's sockets, which a run does.
+func allocatorRules(np *vllm.NodePlan) error {
+	prof, err := vllm.ProfileNamed("main")
+	if err != nil {
+		return err
+	}
+	var walk func(p *vllm.ProcessPlan)
+	walk = func(p *vllm.ProcessPlan) {
+		if p == nil {
+			return
+		}
+		for i := range p.Addresses {
+			if a := p.Addresses[i].Alloc; a != nil {
+				a.List, a.Reserve = prof.VLLMPortList, prof.OpenPortReserved
+			}
+		}
+		for _, c := range p.Children {
+			walk(c)
+		}
+	}
+	for _, c := range np.Commands {
+		walk(c)
+	}
+	return nil
 }
 
 // verdictPlan is the part of the probe's plan JSON that carries vLLM's handshake verdict.

@@ -94,7 +94,7 @@ func main() {
 }
 
 func readEnv() (env, error) {
-	e := env{host: os.Getenv("WIDETP_HOST"), root: os.Getenv("WIDETP_IPC_ROOT"), listen: os.Getenv("WIDETP_LISTEN_IP")}
+	e := env{host: os.Getenv(simnode.EnvHost), root: os.Getenv(simnode.EnvIPCRoot), listen: os.Getenv(simnode.EnvListenIP)}
 	if e.host == "" {
 		h, err := os.Hostname()
 		if err != nil {
@@ -105,7 +105,7 @@ func readEnv() (env, error) {
 	if e.listen == "" {
 		e.listen = "0.0.0.0"
 	}
-	hosts, err := simnode.ParseHosts(os.Getenv("WIDETP_HOSTS"))
+	hosts, err := simnode.ParseHosts(os.Getenv(simnode.EnvHosts))
 	if err != nil {
 		return e, err
 	}

@@ -176,6 +176,8 @@ def _plan(rec, slots, fes):
             rv["expect"] = {"first": idx[0], "count": len(idx),
                             "local_count": sum(1 for e in hs["engines"] if e[1]),
                             "remote_headless": bool(hs["remote_headless"])}
+            if hs.get("config_hash"):
+                rv["expect"]["config_hash"] = hs["config_hash"]
         rvs.append(rv)
     elif role == "api-server" and ident and not crash:
         slots.reserve()
@@ -189,9 +191,14 @@ def _plan(rec, slots, fes):
             rank, world = 1 + engines.index(h["index"]), len(engines) + 1
         else:
             rank, world = 1 + h["index"], extra.get("launcher_dp_size", 1) + 1
+        hello = {"index": h["index"], "local": h["local"], "headless": h["headless"]}
+        # The hash the engine's READY to that front end carries (what wait_for_engine_startup checks).
+        for r in rec.get("hello") or []:
+            if r["status"] == "READY" and r["address"] == h["address"] and r.get("parallel_config_hash"):
+                hello["config_hash"] = r["parallel_config_hash"]
+                break
         rvs.append({"kind": "dp", "address": slots.address(rec["host"], h["address"]),
-                    "world_size": world, "rank": rank,
-                    "hello": {"index": h["index"], "local": h["local"], "headless": h["headless"]}})
+                    "world_size": world, "rank": rank, "hello": hello})
     world_rank = None
     for rv in rec.get("rendezvous") or []:
         addr = slots.address(rec["host"], rv["address"])
@@ -224,6 +231,9 @@ def _plan(rec, slots, fes):
     if extra.get("handshake_refusal"):
         p["probe_handshake_refusal"] = extra["handshake_refusal"]
     children = [_plan(c, slots, fes) for c in rec.get("children") or []]
+    addrs = _addresses(rec, p, rvs, children)
+    if addrs:
+        p["addresses"] = addrs
     if children:
         p["children"] = children
         first = children[0]["identity"]
@@ -246,3 +256,48 @@ def _plan(rec, slots, fes):
     if role == "dp-supervisor" and not crash:
         p["stops_on_child_failure"] = True
     return p
+
+
+HANDSHAKE_SOURCE = "vllm/v1/engine/utils.py launch_core_engines (handshake ROUTER; engines dial it)"
+
+
+def _addresses(rec, p, rvs, children):
+    """The process's addresses: those vLLM's code bound, probed or opened where the probe ran it
+    (launch.address), then what it binds or dials where it meets others (its rendezvous, as
+    vllm/addresses.go rendezvousAddresses lists them). A process that failed its configuration
+    lists none (the plan contract's StageConfig crash)."""
+    crash = rec.get("crash")
+    if crash and crash["stage"] == "config":
+        return []
+    ident = rec.get("identity")
+    out = []
+    for a in rec.get("addresses") or []:
+        a = dict(a)
+        if a["channel"] == "api-server":
+            a["key"] = f"api-server dp{ident['data_parallel_rank']}" if ident else "api-server"
+        out.append(a)
+    if rec["role"] == "engine-core":
+        # UniProcExecutor runs its worker in the engine core's own process (the probe forks it to
+        # simulate it): what it computes is the engine core's.
+        for c in rec.get("children") or []:
+            if c.get("role") == "worker":
+                out.extend(a for a in c.get("addresses") or [] if a["channel"] == "executor-init")
+    if rec["role"] == "worker":
+        out = [a for a in out if a["channel"] != "executor-init"]
+    bind = (rec.get("extra") or {}).get("handshake_bind")
+    hellos = [h for h in rec.get("hello") or [] if h["status"] == "HELLO"]
+    for rv in rvs:
+        role = "bind" if rv["rank"] == 0 else "connect"
+        a = {"channel": "dp-group", "role": role, "endpoint": "tcp://" + rv["address"], "key": rv["address"],
+             "stage": "engine-init",
+             "source": "vllm/config/parallel.py stateless_init_dp_group (stateless_init_torch_distributed_process_group)"}
+        if rv["kind"] == "workers":
+            a["channel"], a["key"] = "torch-world", p["identity"]["replica"]
+            a["source"] = "vllm/distributed/parallel_state.py init_distributed_environment (rank 0's store)"
+        elif rv.get("binds_early") or rv.get("hello"):
+            a["channel"], a["source"] = "dp-handshake", HANDSHAKE_SOURCE
+            raw = bind if rv.get("binds_early") else hellos.pop(0)["address"]
+            if raw and raw.startswith("ipc://"):
+                a["endpoint"] = raw  # vLLM's own path; the simulation meets at rv["address"]
+        out.append(a)
+    return out

@@ -84,6 +84,9 @@ class Proc:
         self.handshake = None  # front end: {"address", "engines": [[index, local], ...]}
         self.connector = {}
         self.extra = {}
+        # Addresses vLLM's code bound, probed or derived in this process, in its order (see
+        # address()): the plan contract's AddressPlan fields.
+        self.addresses = []
         if parent is None:
             self.id = ""
         elif role == "worker":
@@ -98,7 +101,57 @@ class Proc:
             "role": self.role, "identity": _identity(pc), "crash": self.crash,
             "rendezvous": self.rendezvous, "children": self.children, "hello": self.hello,
             "handshake": self.handshake, "connector": self.connector, "extra": self.extra,
+            "addresses": self.addresses,
         }
+
+
+def address(channel, role, endpoint, source, stage, **kw):
+    """Records one address the current process's vLLM code binds, probes or opens, where that code
+    computes it (vllm/plan_addresses.go AddressPlan; kw: key, exercised, flavor, alloc, listen_at,
+    reuse_port)."""
+    if CURRENT is None:
+        return
+    a = {"channel": channel, "role": role, "endpoint": endpoint, "source": source, "stage": stage}
+    a.update({k: v for k, v in kw.items() if v not in (None, False, "")})
+    CURRENT.addresses.append(a)
+
+
+def _host_port(host, port):
+    if ":" in host and not host.startswith("["):
+        host = "[" + host + "]"
+    return f"{host}:{port}"
+
+
+def _vllm_port():
+    """envs.VLLM_PORT as vllm/envs.py reads it (None when unset); its ValueError propagates."""
+    import vllm.envs as envs
+
+    return envs.VLLM_PORT
+
+
+def _alloc(func, count=0):
+    """A PortAlloc of vllm/ports.go: vLLM's envs decide VLLM_PORT and the reserved range; the
+    allocator's retry rules are vLLM main's (the Go side fills them in: the probe does not run
+    get_open_port against a simulated host's sockets)."""
+    a = {"func": func}
+    if count:
+        a["count"] = count
+    port = _vllm_port()
+    if port is not None:
+        a["vllm_port"] = port
+    dp_master = os.environ.get("VLLM_DP_MASTER_PORT")
+    if dp_master is not None:
+        try:
+            n = int(dp_master)
+            a["reserved"] = [n, n + 10]
+        except ValueError:
+            pass
+    return a
+
+
+def _probe_endpoint(host):
+    port = _vllm_port()
+    return "tcp://" + _host_port(host, port if port is not None else 0)
 
 
 def _identity(pc):
@@ -548,6 +601,18 @@ def _parse(parser, argv):
 # Patches: where vLLM's code meets a stand-in. Applied once, after vLLM is imported.
 
 
+_ORIGINALS = {}
+
+
+def _original(obj, name):
+    """obj.name as vLLM defines it: patch_vllm runs for every deployment, and a wrapper must wrap
+    vLLM's function, not the previous deployment's wrapper."""
+    key = (id(obj), name)
+    if key not in _ORIGINALS:
+        _ORIGINALS[key] = getattr(obj, name)
+    return _ORIGINALS[key]
+
+
 def patch_vllm(model):
     import vllm.engine.arg_utils as au
     au.maybe_override_with_speculators = lambda model, tokenizer, revision=None, trust_remote_code=False, vllm_speculative_config=None, **kw: (model, tokenizer, vllm_speculative_config)
@@ -587,8 +652,18 @@ def patch_vllm(model):
     import vllm.entrypoints.openai.api_server as api
     import vllm.entrypoints.cli.serve as serve
 
-    api.setup_server = lambda args, reuse_port=False: ("http://0.0.0.0:%d" % args.port, StandIn())
-    serve.setup_server = api.setup_server
+    def setup_server(args, reuse_port=False):
+        # launcher.create_server_socket((args.host or "", args.port)): every interface without
+        # --host. The key names the front end's DP rank once its config is built (assemble).
+        address("api-server", "bind", "tcp://" + _host_port(args.host or "0.0.0.0", args.port),
+                "vllm/entrypoints/openai/api_server.py setup_server (launcher.create_server_socket); with "
+                "--api-server-count N, run_multi_api_server binds once and hands the socket to its N API "
+                "server processes", "config", exercised=True, flavor="socket", listen_at="serving",
+                reuse_port=bool(reuse_port))
+        return "http://0.0.0.0:%d" % args.port, StandIn()
+
+    api.setup_server = setup_server
+    serve.setup_server = setup_server
     serve.setup_multiprocess_prometheus = lambda: None
 
     class _APIServers:
@@ -632,9 +707,38 @@ def patch_vllm(model):
         pid, exitcode, name = 0, None, "DPCoordinator"
         sentinel = _Sentinel()
 
+    import vllm.v1.engine.coordinator as coord
+
+    real_coordinator_init = _original(coord.DPCoordinator, "__init__")
+    real_client_addr = _original(coord, "get_engine_client_zmq_addr")
+
+    class _Addressed(BaseException):
+        pass
+
     class _Coordinator:
         def __init__(self, *a, **k):
             self.proc = _CoordinatorProc()
+            # DPCoordinator.__init__ derives its three socket addresses (get_engine_client_zmq_addr)
+            # and then starts its process: run it to the third address, record them, stop there.
+            keys = iter(("front_publish", "back_publish", "back_output"))
+
+            def client_addr(local_only, host="", port=0):
+                addr = real_client_addr(local_only, host=host, port=port)
+                key = next(keys)
+                address("dp-coordinator", "bind", addr,
+                        "vllm/v1/engine/coordinator.py DPCoordinator (its own process, not planned; port 0: the "
+                        "kernel picks and the coordinator publishes it)", "engine-init", key=key)
+                if key == "back_output":
+                    raise _Addressed()
+                return addr
+
+            coord.get_engine_client_zmq_addr = client_addr
+            try:
+                real_coordinator_init(self, *a, **k)
+            except _Addressed:
+                pass
+            finally:
+                coord.get_engine_client_zmq_addr = real_client_addr
 
         def get_engine_socket_addresses(self):
             return "ipc:///coordinator-in", "ipc:///coordinator-out"
@@ -646,6 +750,23 @@ def patch_vllm(model):
             pass
 
     eu.DPCoordinator = _Coordinator
+
+    # The front end's engine input/output sockets, where vLLM allocates them.
+    import vllm.v1.engine.core_client as ccl
+
+    real_zmq_addresses = _original(eu, "get_engine_zmq_addresses")
+
+    def engine_zmq_addresses(*a, **k):
+        addrs = real_zmq_addresses(*a, **k)
+        for key, eps in (("input", addrs.inputs), ("output", addrs.outputs)):
+            for ep in eps:
+                address("engine-io", "bind", ep,
+                        "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with "
+                        "LAST_ENDPOINT)", "engine-init", key=key)
+        return addrs
+
+    eu.get_engine_zmq_addresses = engine_zmq_addresses
+    ccl.get_engine_zmq_addresses = engine_zmq_addresses
 
     def monitor(self):
         raise Stop()
@@ -663,6 +784,9 @@ def patch_vllm(model):
             # wait_for_engine_startup's remote_should_be_headless, as vLLM computes it there.
             "remote_headless": not parallel_config.data_parallel_hybrid_lb and not parallel_config.data_parallel_external_lb,
         }
+        # coordinated_dp (its fourth argument): every READY must carry this front end's own hash.
+        if a and a[0]:
+            CURRENT.handshake["config_hash"] = parallel_config.compute_hash()
         conventions.feed_front_end(handshake_socket, CURRENT)
         try:
             real_wait(handshake_socket, core_engines, parallel_config, *a, **k)
@@ -767,7 +891,44 @@ def patch_vllm(model):
             setattr(mod, "get_open_port", conventions.open_port)
     import vllm.config.parallel as cp
 
-    cp.get_open_ports_list = lambda count=5: [0] * count
+    def get_open_ports_list(count=5):
+        address("dp-master-ports", "probe", _probe_endpoint("0.0.0.0"),
+                "vllm/config/parallel.py ParallelConfig.__post_init__ (get_open_ports_list(5); the last is "
+                "data_parallel_master_port)", "config", exercised=True, alloc=_alloc("get_open_ports_list", count))
+        return [0] * count
+
+    cp.get_open_ports_list = get_open_ports_list
+
+    # The executors' distributed_init_method, where they compute it.
+    real_file_store = _original(mpx, "get_file_store_init_method")
+
+    def file_store_init_method(where):
+        def method():
+            m = real_file_store()
+            address("executor-init", "bind", m, where + " (get_file_store_init_method, PR #50999)", "engine-init")
+            return m
+        return method
+
+    mpx.get_file_store_init_method = file_store_init_method("vllm/v1/executor/multiproc_executor.py _init_executor")
+    upx.get_file_store_init_method = file_store_init_method("vllm/v1/executor/uniproc_executor.py _distributed_args")
+    real_dist_method = _original(mpx, "get_distributed_init_method")
+
+    def mp_dist_method(ip, port):
+        address("executor-init", "probe", _probe_endpoint(ip),
+                "vllm/v1/executor/multiproc_executor.py _init_executor (get_loopback_ip(), get_open_port()), "
+                "before PR #50999", "engine-init", exercised=True, alloc=_alloc("get_open_port"))
+        return real_dist_method(ip, port)
+
+    mpx.get_distributed_init_method = mp_dist_method
+    real_uni_method = _original(upx, "get_distributed_init_method")
+
+    def uni_dist_method(ip, port):
+        address("executor-init", "probe", _probe_endpoint(ip),
+                "vllm/v1/executor/uniproc_executor.py _init_executor (get_ip(), get_open_port())",
+                "engine-init", exercised=True, alloc=_alloc("get_open_port"))
+        return real_uni_method(ip, port)
+
+    upx.get_distributed_init_method = uni_dist_method
 
     real_ctx = eu.zmq_socket_ctx
 

@@ -1,0 +1,148 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/runtimes/docker"
+	"github.com/widetp/widetp/internal/runtimes/local"
+)
+
+// The runtime contract, defined in internal/runtimes and implemented by internal/runtimes/docker
+// and internal/runtimes/local; a harness user needs nothing from those packages but what is
+// named here.
+type (
+	// Runtime starts and controls the hosts of one run (see runtimes.Runtime for every method's
+	// contract: StartNodes, Endpoints, Stop, Kill, Pause, Unpause, Restart, State, Logs, IPCDir,
+	// Inspect, Hosts, Close).
+	Runtime = runtimes.Runtime
+	// NodeSpec is one host to start.
+	NodeSpec = runtimes.NodeSpec
+	// Program is a binary a runtime runs on a host.
+	Program = runtimes.Program
+	// State is a host's state as the runtime sees it.
+	State = runtimes.State
+	// Store is how the harness reaches the store host.
+	Store = runtimes.Store
+	// Option changes a runtime's configuration.
+	Option = runtimes.Option
+	// NodeExitedError is a node whose program ended before it was ready (or settled).
+	NodeExitedError = runtimes.NodeExitedError
+	// ImageBuildError is an image, or a program's binary, that could not be made ready.
+	ImageBuildError = runtimes.ImageBuildError
+	// Resource is something a run made that a leak check looks for (Labelled).
+	Resource = runtimes.Resource
+	// Owner identifies a harness process across PID reuse (the io.widetp.owner label).
+	Owner = runtimes.Owner
+
+	// Docker is the Docker runtime: one FROM scratch container per host on a network per run.
+	Docker = docker.Docker
+	// Image is a built (or found) widetp image.
+	Image = docker.Image
+	// EngineUnavailableError says no Docker engine answered.
+	EngineUnavailableError = docker.EngineUnavailableError
+	// Swept counts what a sweep or a clean removed.
+	Swept = docker.Swept
+
+	// Local is the local runtime: one process tree per host, each with its own loopback address
+	// and ipc directory.
+	Local = local.Local
+	// LocalInspect is the local runtime's description of a host (its inspect.json artifact).
+	LocalInspect = local.LocalInspect
+)
+
+// Widetp is the widetp binary: a run's nodes run `widetp node`, its store `widetp store`.
+var Widetp = runtimes.Widetp
+
+// Labels every Docker resource and local run directory carries (README, "Runtimes").
+const (
+	LabelRun     = runtimes.LabelRun
+	LabelOwner   = runtimes.LabelOwner
+	LabelHost    = runtimes.LabelHost
+	LabelContent = runtimes.LabelContent
+)
+
+// EnvBinary names the widetp binary a harness run uses when WithBinary does not.
+const EnvBinary = runtimes.EnvBinary
+
+// The environment a runtime gives a host's program (internal/nodeapi).
+const (
+	EnvRun      = runtimes.EnvRun
+	EnvHost     = runtimes.EnvHost
+	EnvIPCRoot  = runtimes.EnvIPCRoot
+	EnvListenIP = runtimes.EnvListenIP
+)
+
+// Runtime options.
+var (
+	// WithRunID sets the run id (default: random). It names the network and labels everything.
+	WithRunID = runtimes.WithRunID
+	// WithBinary sets the widetp binary the hosts run and the images are built from.
+	WithBinary = runtimes.WithBinary
+	// WithStartTimeout bounds each node's start.
+	WithStartTimeout = runtimes.WithStartTimeout
+	// WithStopGrace sets how long Stop waits between SIGTERM and SIGKILL.
+	WithStopGrace = runtimes.WithStopGrace
+	// WithOpTimeout bounds each single operation on a started host.
+	WithOpTimeout = runtimes.WithOpTimeout
+	// WithPingTimeout bounds the engine check.
+	WithPingTimeout = runtimes.WithPingTimeout
+	// WithBuildTimeout bounds building one image.
+	WithBuildTimeout = runtimes.WithBuildTimeout
+	// WithLogTail sets how many log lines a failed node's error carries.
+	WithLogTail = runtimes.WithLogTail
+	// WithProgress receives one line per step (image built, node started).
+	WithProgress = runtimes.WithProgress
+	// WithoutSweep skips removing the leftovers of dead runs at start.
+	WithoutSweep = runtimes.WithoutSweep
+)
+
+// NewDocker opens the Docker runtime (docker.New).
+func NewDocker(ctx context.Context, opts ...Option) (*Docker, error) { return docker.New(ctx, opts...) }
+
+// NewLocal opens the local runtime (local.New); it is a *Local.
+func NewLocal(ctx context.Context, opts ...Option) (Runtime, error) { return local.New(ctx, opts...) }
+
+// StartStore starts the store host alone on rt and returns how the harness reaches its ports.
+func StartStore(ctx context.Context, rt Runtime, spec NodeSpec) (Store, error) {
+	return runtimes.StartStore(ctx, rt, spec)
+}
+
+// BuildImages builds (or finds) the images of programs, as a Docker run does on first use.
+func BuildImages(ctx context.Context, programs []Program, opts ...Option) ([]Image, error) {
+	return docker.BuildImages(ctx, programs, opts...)
+}
+
+// Ping checks, within timeout, that a Docker engine answers.
+func Ping(ctx context.Context, timeout time.Duration) error { return docker.Ping(ctx, timeout) }
+
+// Clean removes everything labelled io.widetp.run on the Docker engine, images included.
+func Clean(ctx context.Context, opts ...Option) (Swept, error) { return docker.Clean(ctx, opts...) }
+
+// CurrentOwner is the Owner of this process.
+func CurrentOwner() (Owner, error) { return runtimes.CurrentOwner() }
+
+// ParseOwner reads a LabelOwner value.
+func ParseOwner(s string) (Owner, error) { return runtimes.ParseOwner(s) }
+
+// LiveRuntimes counts the runtimes of this process that are open (not yet closed).
+func LiveRuntimes() int { return runtimes.LiveRuntimes() }
+
+// CloseAll closes every runtime of this process that is still open (a suite's last teardown).
+func CloseAll(ctx context.Context) error { return runtimes.CloseAll(ctx) }
+
+// Infrastructure reports whether err is a failure of the machinery rather than of the scenario (no
+// engine, an image that does not build): the CLI's exit 3.
+func Infrastructure(err error) bool {
+	var eu *EngineUnavailableError
+	var ib *ImageBuildError
+	return errors.As(err, &eu) || errors.As(err, &ib)
+}
+
+// progressLine writes one "widetp: ..." line to w, under the runtimes' lock.
+var progressLine = runtimes.ProgressLine
+
+// lastLines is the last n lines of s.
+var lastLines = runtimes.LastLines

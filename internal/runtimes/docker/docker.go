@@ -1,0 +1,763 @@
+package docker
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/widetp/widetp/harness/ipcdir"
+	"github.com/widetp/widetp/internal/runtimes"
+)
+
+// Docker is the Runtime on a Docker engine, through the engine's own API client (the calls the
+// floor makes, nothing in between): one user-defined bridge
+// network per run, one container per host (hostname and network alias = the host, so libzmq and
+// the rendezvous resolve peers by name through the engine's DNS), a tmpfs at /tmp as the host's
+// private ipc directory, and labels that let a later run sweep what a killed one left.
+type Docker struct {
+	cfg     runtimes.Config
+	owner   runtimes.Owner
+	machine string
+	api     *client.Client
+	netID   string
+	netName string
+	images  *imageBuilder
+
+	mu     sync.Mutex
+	nodes  map[string]*dockerNode
+	order  []string
+	closed bool
+}
+
+type dockerNode struct {
+	spec runtimes.NodeSpec
+	id   string
+}
+
+var _ runtimes.Runtime = (*Docker)(nil)
+
+// ipcRoot is the host's private ipc directory inside a container: its own tmpfs.
+const ipcRoot = "/tmp"
+
+// New connects to the engine (a bounded ping first: no engine is an EngineUnavailableError),
+// sweeps the leftovers of dead runs, and creates the run's network. Images are built on first use.
+func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
+	cfg := runtimes.NewConfig(opts...)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configure docker runtime: %w", err)
+	}
+	cli, err := newEngineClient()
+	if err != nil {
+		return nil, err
+	}
+	if err := ping(ctx, cli, cfg.PingTimeout); err != nil {
+		cli.Close()
+		return nil, err
+	}
+	owner, err := runtimes.CurrentOwner()
+	if err != nil {
+		cli.Close()
+		return nil, err
+	}
+	d := &Docker{cfg: cfg, owner: owner, machine: owner.Machine, api: cli, nodes: map[string]*dockerNode{}}
+	if cfg.Sweep {
+		sctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		s, err := sweep(sctx, d.api, func(o runtimes.Owner) bool { return o.Alive(d.machine) })
+		cancel()
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("sweep leftovers of earlier runs: %w", err)
+		}
+		if s.Containers+s.Networks > 0 {
+			d.progressf("swept %d container(s) and %d network(s) left by dead runs", s.Containers, s.Networks)
+		}
+		for _, n := range s.Stuck {
+			d.progressf("the engine will not remove network %s, left by a dead run: it holds an endpoint of a container that no longer exists (restarting the Docker daemon releases it)", n)
+		}
+	}
+	d.images = newImageBuilder(d.api, cfg, d.labels())
+	nw, err := cli.NetworkCreate(ctx, d.NetworkName(), client.NetworkCreateOptions{Driver: "bridge", Labels: d.labels()})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("create the run's network: %w", err), d.Close(ctx))
+	}
+	d.netID, d.netName = nw.ID, d.NetworkName()
+	return d, nil
+}
+
+// labels are put on everything this run makes.
+func (d *Docker) labels() map[string]string {
+	return map[string]string{runtimes.LabelRun: d.cfg.RunID, runtimes.LabelOwner: d.owner.String()}
+}
+
+// Name implements Runtime.
+func (d *Docker) Name() string { return "docker" }
+
+// RunID implements Runtime.
+func (d *Docker) RunID() string { return d.cfg.RunID }
+
+// NetworkName is the run's Docker network.
+func (d *Docker) NetworkName() string { return "widetp-" + d.cfg.RunID }
+
+// Image returns p's image, building it if no image has its content hash yet. StartNodes calls it;
+// callers use it to build ahead (`widetp images`) or to tell a build failure from a start failure.
+func (d *Docker) Image(ctx context.Context, p runtimes.Program) (Image, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.BuildTimeout)
+	defer cancel()
+	return d.images.image(ctx, p)
+}
+
+// StartStore starts the store host alone (harness.StartStore).
+func (d *Docker) StartStore(ctx context.Context, spec runtimes.NodeSpec) (runtimes.Store, error) {
+	return runtimes.StartStore(ctx, d, spec)
+}
+
+// Endpoints implements Runtime: the loopback ports the engine published the host's Ports on.
+func (d *Docker) Endpoints(ctx context.Context, host string) (map[int]string, error) {
+	n, err := d.node(host)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints of %w", err)
+	}
+	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("endpoints of host %s: inspect: %w", host, err)
+	}
+	addrs, err := publishedAddrs(ins.Container.NetworkSettings.Ports, n.spec.Ports)
+	if err != nil {
+		return nil, fmt.Errorf("endpoints of host %s: %w", host, err)
+	}
+	return addrs, nil
+}
+
+// publishedAddrs maps each wanted container port to the loopback address the engine published it on.
+func publishedAddrs(ports network.PortMap, want []int) (map[int]string, error) {
+	addrs := map[int]string{}
+	for _, p := range want {
+		found := false
+		for k, bs := range ports {
+			if int(k.Num()) != p || k.Proto() != "tcp" {
+				continue
+			}
+			for _, b := range bs {
+				if b.HostPort == "" {
+					continue
+				}
+				host := "127.0.0.1"
+				if b.HostIP.IsValid() && !b.HostIP.IsUnspecified() {
+					host = b.HostIP.String()
+				}
+				addrs[p] = host + ":" + b.HostPort
+				found = true
+				break
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("port %d/tcp was not published", p)
+		}
+	}
+	return addrs, nil
+}
+
+// StartNodes implements Runtime: plan every node (validate, resolve its image), then start them
+// all at once as []func() error, the way kind creates its nodes.
+func (d *Docker) StartNodes(ctx context.Context, specs ...runtimes.NodeSpec) error {
+	if err := d.reserve(specs); err != nil {
+		return err
+	}
+	// Each distinct program's image, built at once (simnode's cgo build dominates a cold start).
+	var programs []runtimes.Program
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if !seen[s.Program.Name] {
+			seen[s.Program.Name] = true
+			programs = append(programs, s.Program)
+		}
+	}
+	built := make([]Image, len(programs))
+	steps := make([]func() error, len(programs))
+	for i, p := range programs {
+		steps[i] = func() (err error) {
+			built[i], err = d.Image(ctx, p)
+			return err
+		}
+	}
+	if err := runtimes.RunConcurrently(steps); err != nil {
+		d.release(specs)
+		return err
+	}
+	images := map[string]Image{}
+	for _, img := range built {
+		images[img.Program.Name] = img
+	}
+	plan := make([]func() error, len(specs))
+	for i, s := range specs {
+		plan[i] = func() error { return d.startNode(ctx, s, images[s.Program.Name]) }
+	}
+	return runtimes.RunConcurrently(plan)
+}
+
+// reserve validates specs and claims their host names, so that two concurrent starts cannot both
+// take one name.
+func (d *Docker) reserve(specs []runtimes.NodeSpec) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, s := range specs {
+		if err := s.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := runtimes.ExpandArgs(s.Args, containerEnv(s, d.cfg.RunID)); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", s.Host, err))
+		}
+		if seen[s.Host] {
+			errs = append(errs, fmt.Errorf("node %s: host listed twice", s.Host))
+		}
+		seen[s.Host] = true
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		errs = append(errs, errors.New("the runtime is closed"))
+	}
+	for _, s := range specs {
+		if _, ok := d.nodes[s.Host]; ok {
+			errs = append(errs, fmt.Errorf("node %s: host already started in this run", s.Host))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("start nodes: %w", err)
+	}
+	for _, s := range specs {
+		d.nodes[s.Host] = &dockerNode{spec: s}
+		d.order = append(d.order, s.Host)
+	}
+	return nil
+}
+
+// release forgets reserved hosts that never got a container.
+func (d *Docker) release(specs []runtimes.NodeSpec) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range specs {
+		if n, ok := d.nodes[s.Host]; ok && n.id == "" {
+			delete(d.nodes, s.Host)
+			for i, h := range d.order {
+				if h == s.Host {
+					d.order = append(d.order[:i], d.order[i+1:]...)
+					break
+				}
+			}
+		}
+	}
+}
+
+// containerEnv is the program's environment: the runtime's facts, then the spec's.
+func containerEnv(s runtimes.NodeSpec, runID string) map[string]string {
+	env := map[string]string{
+		runtimes.EnvHost: s.Host,
+		runtimes.EnvRun:  runID,
+		// Inside its own network namespace a node binds every interface; peers reach it by name.
+		runtimes.EnvListenIP: "0.0.0.0",
+		// No runtimes.EnvIPCRoot: it prefixes ipc paths, and in a container ipc:///tmp/... is already the
+		// host's private /tmp.
+	}
+	for k, v := range s.Env {
+		env[k] = v
+	}
+	return env
+}
+
+func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	labels := d.labels()
+	labels[runtimes.LabelHost] = s.Host
+	env := containerEnv(s, d.cfg.RunID)
+	args, err := runtimes.ExpandArgs(s.Args, env)
+	if err != nil {
+		return fmt.Errorf("start node %s: %w", s.Host, err)
+	}
+	envList := make([]string, 0, len(env))
+	for k, v := range env {
+		envList = append(envList, k+"="+v)
+	}
+	sort.Strings(envList)
+	exposed := network.PortSet{}
+	// Published ports listen on loopback only: the harness is the only outside client.
+	bindings := network.PortMap{}
+	for _, p := range s.Ports {
+		port := network.MustParsePort(strconv.Itoa(p) + "/tcp")
+		exposed[port] = struct{}{}
+		bindings[port] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+	}
+	res, err := d.api.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config: &container.Config{
+			Image: img.Ref,
+			Cmd:   args,
+			Env:   envList,
+			// The hostname is what vLLM's processes see as their host (gethostname).
+			Hostname:     s.Host,
+			Labels:       labels,
+			ExposedPorts: exposed,
+		},
+		HostConfig: &container.HostConfig{
+			// A scratch image has no /tmp; the tmpfs is also the host's private ipc directory, so
+			// two hosts binding one ipc path do not collide, as on two real machines.
+			Tmpfs:        map[string]string{ipcRoot: "rw,mode=1777,size=" + d.cfg.TmpfsSize},
+			PortBindings: bindings,
+		},
+		// Peers resolve the host by name through the engine's DNS: its alias on the run's network.
+		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+			d.netName: {Aliases: []string{s.Host}},
+		}},
+		Name: "widetp-" + d.cfg.RunID + "-" + s.Host,
+	})
+	if err != nil {
+		return fmt.Errorf("start node %s: create container: %w", s.Host, err)
+	}
+	d.mu.Lock()
+	closed := d.closed
+	if n, ok := d.nodes[s.Host]; ok && !closed {
+		n.id = res.ID
+	}
+	d.mu.Unlock()
+	if closed {
+		// Close ran while the engine created this container: it did not see it, so remove it here.
+		_, err := d.api.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		return errors.Join(fmt.Errorf("start node %s: the runtime was closed during the start", s.Host), err)
+	}
+	if _, err := d.api.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+		return d.startFailure(s.Host, res.ID, fmt.Errorf("start container: %w", err))
+	}
+	if err := d.waitReady(ctx, s, res.ID, 0); err != nil {
+		return err
+	}
+	d.progressf("node %s up", s.Host)
+	return nil
+}
+
+// startFailure wraps a start error with the node's last log lines, when it printed any.
+func (d *Docker) startFailure(host, id string, err error) error {
+	// A fresh bound: the start's own context may be what ran out.
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.PingTimeout)
+	defer cancel()
+	if tail, terr := d.tail(ctx, id); terr == nil && len(tail) > 0 {
+		return fmt.Errorf("start node %s: %w; its last log lines:\n%s", host, err, runtimes.Indent(tail))
+	}
+	return fmt.Errorf("start node %s: %w", host, err)
+}
+
+// waitReady follows the node's output until the (seen+1)-th line matching spec.Ready, the program
+// exits (the stream ends), or the start bound runs out. seen is how many ready lines earlier starts
+// printed: counting is immune to clocks, unlike the engine's "since" (a container's StartedAt is
+// recorded after its process may already have printed). Without Ready, a node that is still
+// running right after start counts as up.
+func (d *Docker) waitReady(ctx context.Context, s runtimes.NodeSpec, id string, seen int) error {
+	if s.Ready == nil {
+		ins, err := d.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		if err != nil {
+			return d.startFailure(s.Host, id, fmt.Errorf("inspect: %w", err))
+		}
+		if st := ins.Container.State; st != nil && !st.Running {
+			return d.exited(s.Host, id, st.ExitCode)
+		}
+		return nil
+	}
+	logs, err := d.api.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	if err != nil {
+		return d.startFailure(s.Host, id, fmt.Errorf("follow logs: %w", err))
+	}
+	defer logs.Close()
+	found, err := scanForLine(logs, s.Ready, seen+1)
+	switch {
+	case found:
+		return nil
+	case ctx.Err() != nil:
+		return d.startFailure(s.Host, id, fmt.Errorf("not ready within %s (no line matching %q)", d.cfg.StartTimeout, s.Ready))
+	case err != nil:
+		return d.startFailure(s.Host, id, fmt.Errorf("follow logs: %w", err))
+	}
+	// The stream ended: the program is gone. Its exit code comes from the engine.
+	ictx, cancel := context.WithTimeout(context.Background(), d.cfg.PingTimeout)
+	defer cancel()
+	ins, err := d.api.ContainerInspect(ictx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return d.startFailure(s.Host, id, fmt.Errorf("output ended before a line matching %q; inspect: %w", s.Ready, err))
+	}
+	code := -1
+	if ins.Container.State != nil {
+		code = ins.Container.State.ExitCode
+	}
+	return d.exited(s.Host, id, code)
+}
+
+// countLines counts the lines of a container's output so far that match re.
+func (d *Docker) countLines(ctx context.Context, id string, re *regexp.Regexp) (int, error) {
+	b, err := d.logs(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if re.MatchString(line) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func (d *Docker) exited(host, id string, code int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d.cfg.PingTimeout)
+	defer cancel()
+	tail, err := d.tail(ctx, id)
+	e := &runtimes.NodeExitedError{Host: host, ExitCode: code, Tail: tail}
+	if err != nil {
+		return fmt.Errorf("start node %s: %w (and reading its logs failed: %v)", host, e, err)
+	}
+	return fmt.Errorf("start node %s: %w", host, e)
+}
+
+// scanForLine demultiplexes a non-TTY log stream and reports whether the n-th line matching re came
+// before the stream ended.
+func scanForLine(multiplexed io.Reader, re *regexp.Regexp, n int) (bool, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		// Both streams go to one pipe: a ready line may be printed on either.
+		_, err := stdcopy.StdCopy(pw, pw, multiplexed)
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		if re.Match(sc.Bytes()) {
+			if n--; n == 0 {
+				return true, nil
+			}
+		}
+	}
+	return false, sc.Err()
+}
+
+func (d *Docker) node(host string) (*dockerNode, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n, ok := d.nodes[host]
+	if !ok || n.id == "" {
+		return nil, fmt.Errorf("host %s: not started in run %s", host, d.cfg.RunID)
+	}
+	return n, nil
+}
+
+// Stop implements Runtime.
+func (d *Docker) Stop(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return fmt.Errorf("stop %w", err)
+	}
+	if err := d.stop(ctx, n.id); err != nil {
+		return fmt.Errorf("stop host %s: %w", host, err)
+	}
+	return nil
+}
+
+// Kill implements Runtime.
+func (d *Docker) Kill(ctx context.Context, host, signal string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return fmt.Errorf("kill %w", err)
+	}
+	if _, err := d.api.ContainerKill(ctx, n.id, client.ContainerKillOptions{Signal: signal}); err != nil {
+		return fmt.Errorf("kill host %s with %s: %w", host, signal, err)
+	}
+	return nil
+}
+
+// Pause implements Runtime.
+func (d *Docker) Pause(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return fmt.Errorf("pause %w", err)
+	}
+	if _, err := d.api.ContainerPause(ctx, n.id, client.ContainerPauseOptions{}); err != nil {
+		return fmt.Errorf("pause host %s: %w", host, err)
+	}
+	return nil
+}
+
+// Unpause implements Runtime.
+func (d *Docker) Unpause(ctx context.Context, host string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return fmt.Errorf("unpause %w", err)
+	}
+	if _, err := d.api.ContainerUnpause(ctx, n.id, client.ContainerUnpauseOptions{}); err != nil {
+		return fmt.Errorf("unpause host %s: %w", host, err)
+	}
+	return nil
+}
+
+// Restart implements Runtime.
+func (d *Docker) Restart(ctx context.Context, host string) error {
+	n, err := d.node(host)
+	if err != nil {
+		return fmt.Errorf("restart %w", err)
+	}
+	stopCtx, cancelStop := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancelStop()
+	if err := d.stop(stopCtx, n.id); err != nil {
+		return fmt.Errorf("restart host %s: stop: %w", host, err)
+	}
+	seen := 0
+	if n.spec.Ready != nil {
+		// The container is stopped: its output is complete, so this count is exact.
+		if seen, err = d.countLines(stopCtx, n.id, n.spec.Ready); err != nil {
+			return fmt.Errorf("restart host %s: read logs: %w", host, err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancel()
+	if _, err := d.api.ContainerStart(sctx, n.id, client.ContainerStartOptions{}); err != nil {
+		return d.startFailure(host, n.id, fmt.Errorf("restart: %w", err))
+	}
+	return d.waitReady(sctx, n.spec, n.id, seen)
+}
+
+// State implements Runtime.
+func (d *Docker) State(ctx context.Context, host string) (runtimes.State, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return runtimes.State{}, fmt.Errorf("state of %w", err)
+	}
+	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return runtimes.State{}, fmt.Errorf("state of host %s: %w", host, err)
+	}
+	st := ins.Container.State
+	if st == nil {
+		return runtimes.State{}, fmt.Errorf("state of host %s: the engine reported none", host)
+	}
+	return runtimes.State{Status: string(st.Status), Running: st.Running, Paused: st.Paused, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled}, nil
+}
+
+// Logs implements Runtime.
+func (d *Docker) Logs(ctx context.Context, host string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return nil, fmt.Errorf("logs of %w", err)
+	}
+	b, err := d.logs(ctx, n.id)
+	if err != nil {
+		return nil, fmt.Errorf("logs of host %s: %w", host, err)
+	}
+	return b, nil
+}
+
+func (d *Docker) logs(ctx context.Context, id string) ([]byte, error) {
+	rc, err := d.api.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+		return buf.Bytes(), err
+	}
+	return buf.Bytes(), nil
+}
+
+// tail is the last cfg.LogTail lines of a container's output.
+func (d *Docker) tail(ctx context.Context, id string) ([]string, error) {
+	b, err := d.logs(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return runtimes.LastLines(string(b), d.cfg.LogTail), nil
+}
+
+// IPCDir implements Runtime: it runs `widetp ipcls` inside the container (every image carries the
+// widetp binary), since a scratch image has no ls and the engine's archive API does not see into a tmpfs.
+func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of %w", err)
+	}
+	code, stdout, stderr, err := d.exec(ctx, n.id, runtimes.WidetpPath, "ipcls", ipcRoot)
+	if err != nil {
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %w", host, err)
+	}
+	if code != 0 {
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %s ipcls exited %d: %s", host, runtimes.WidetpPath, code, strings.TrimSpace(stderr.String()))
+	}
+	l, err := ipcdir.Parse(stdout.Bytes())
+	if err != nil {
+		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %w", host, err)
+	}
+	return l, nil
+}
+
+// Inspect implements Runtime: the engine's own JSON, indented.
+func (d *Docker) Inspect(ctx context.Context, host string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return nil, fmt.Errorf("inspect %w", err)
+	}
+	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("inspect host %s: %w", host, err)
+	}
+	raw := []byte(ins.Raw)
+	if len(raw) == 0 {
+		if raw, err = json.Marshal(ins.Container); err != nil {
+			return nil, fmt.Errorf("inspect host %s: %w", host, err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return nil, fmt.Errorf("inspect host %s: %w", host, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Hosts implements Runtime.
+func (d *Docker) Hosts() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for _, h := range d.order {
+		if n := d.nodes[h]; n != nil && n.id != "" {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// Close implements Runtime: containers go first (at once: a forced remove kills; a graceful end
+// is the caller's Stop), then the network.
+//
+// Close runs even when ctx is already done (a teardown after an interrupt or a spec timeout must
+// still remove the run), bounded by the op timeout instead.
+func (d *Docker) Close(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.OpTimeout)
+	defer cancel()
+	d.mu.Lock()
+	d.closed = true
+	var steps []func() error
+	for _, h := range d.order {
+		n := d.nodes[h]
+		if n == nil || n.id == "" {
+			continue
+		}
+		steps = append(steps, func() error {
+			_, err := d.api.ContainerRemove(ctx, n.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+			if err != nil && !cerrdefs.IsNotFound(err) {
+				return fmt.Errorf("remove host %s: %w", h, err)
+			}
+			d.mu.Lock()
+			delete(d.nodes, h)
+			d.mu.Unlock()
+			return nil
+		})
+	}
+	d.mu.Unlock()
+	err := runtimes.RunConcurrently(steps)
+	d.mu.Lock()
+	remaining := 0
+	for _, n := range d.nodes {
+		if n.id != "" {
+			remaining++
+		}
+	}
+	d.mu.Unlock()
+	var errs []error
+	errs = append(errs, err)
+	if d.netID != "" && remaining == 0 {
+		if _, err := d.api.NetworkRemove(ctx, d.netID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", d.netName, err))
+		} else {
+			d.netID = ""
+		}
+	}
+	// Only idle connections close: the client stays usable for a retry of Close.
+	_ = d.api.Close()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close run %s: %w", d.cfg.RunID, err)
+	}
+	return nil
+}
+
+func (d *Docker) progressf(format string, args ...any) {
+	runtimes.ProgressLine(d.cfg.Progress, format, args...)
+}
+
+// stop asks a container's program to end (SIGTERM) and kills it after the stop grace.
+func (d *Docker) stop(ctx context.Context, id string) error {
+	secs := int((d.cfg.StopGrace + time.Second - 1) / time.Second)
+	_, err := d.api.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
+	return err
+}
+
+// exec runs argv in a container and returns its exit code and output.
+func (d *Docker) exec(ctx context.Context, id string, argv ...string) (int, bytes.Buffer, bytes.Buffer, error) {
+	var stdout, stderr bytes.Buffer
+	ex, err := d.api.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	if err != nil {
+		return 0, stdout, stderr, fmt.Errorf("exec create: %w", err)
+	}
+	att, err := d.api.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return 0, stdout, stderr, fmt.Errorf("exec attach: %w", err)
+	}
+	defer att.Close()
+	if _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); err != nil {
+		return 0, stdout, stderr, fmt.Errorf("read exec output: %w", err)
+	}
+	// The output ends when the program does; the engine may record its exit a moment later.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ins, err := d.api.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+		if err != nil {
+			return 0, stdout, stderr, fmt.Errorf("exec inspect: %w", err)
+		}
+		if !ins.Running {
+			return ins.ExitCode, stdout, stderr, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, stdout, stderr, fmt.Errorf("exec: still running: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

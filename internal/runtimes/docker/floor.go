@@ -1,0 +1,145 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/network"
+	"github.com/moby/moby/client"
+
+	"github.com/widetp/widetp/internal/runtimes"
+)
+
+// floorSeq numbers this process's floor measurements (their run ids).
+var floorSeq atomic.Int64
+
+// Floor measures what starting n hosts costs Docker with no harness around it — the bar a run is
+// compared with (widetp bench): a new network and n FROM scratch containers of the widetp image
+// (each on the network with a tmpfs /tmp, as a host), created and started in parallel, waited for
+// until their program (`widetp ipcls /tmp`, which lists and exits) ends, then removed with the
+// network. Everything it makes carries the run and owner labels, so the sweep removes it if the
+// measurement dies half-way. The image is built (or found) first, untimed.
+func Floor(ctx context.Context, n int, opts ...runtimes.Option) (time.Duration, error) {
+	cfg := runtimes.NewConfig(opts...)
+	cfg.RunID = fmt.Sprintf("floor-%d-%d", os.Getpid(), floorSeq.Add(1))
+	if err := cfg.Validate(); err != nil {
+		return 0, fmt.Errorf("floor: %w", err)
+	}
+	return dockerFloor(ctx, cfg, n)
+}
+
+func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Duration, err error) {
+	cli, err := newEngineClient()
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	if err := ping(ctx, cli, cfg.PingTimeout); err != nil {
+		return 0, err
+	}
+	owner, err := runtimes.CurrentOwner()
+	if err != nil {
+		return 0, err
+	}
+	labels := map[string]string{runtimes.LabelRun: cfg.RunID, runtimes.LabelOwner: owner.String()}
+	b := newImageBuilder(cli, cfg, labels)
+	img, err := b.image(ctx, runtimes.Widetp)
+	if err != nil {
+		return 0, err
+	}
+	// Whatever happens, nothing stays: the removals below are also the cleanup.
+	var ids []string
+	ids = make([]string, n)
+	var netID string
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.OpTimeout)
+		defer cancel()
+		var steps []func() error
+		for _, id := range ids {
+			if id != "" {
+				steps = append(steps, func() error { return removeContainer(cctx, cli, id) })
+			}
+		}
+		if cerr := runtimes.RunConcurrently(steps); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		if netID != "" {
+			if _, cerr := cli.NetworkRemove(cctx, netID, client.NetworkRemoveOptions{}); cerr != nil && !cerrdefs.IsNotFound(cerr) {
+				err = errors.Join(err, cerr)
+			}
+		}
+	}()
+	start := time.Now()
+	netName := "widetp-" + cfg.RunID
+	nw, err := cli.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+	if err != nil {
+		return 0, fmt.Errorf("floor: create network: %w", err)
+	}
+	netID = nw.ID
+	steps := make([]func() error, n)
+	for i := range steps {
+		steps[i] = func() error {
+			res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
+				Config: &container.Config{Image: img.Ref, Cmd: []string{"ipcls", ipcRoot}, Labels: labels, Hostname: fmt.Sprintf("h%d", i)},
+				HostConfig: &container.HostConfig{
+					Tmpfs: map[string]string{ipcRoot: "rw,mode=1777,size=" + cfg.TmpfsSize},
+				},
+				NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {}}},
+				Name:             fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i),
+			})
+			if err != nil {
+				return fmt.Errorf("floor: create container %d: %w", i, err)
+			}
+			ids[i] = res.ID
+			if _, err := cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+				return fmt.Errorf("floor: start container %d: %w", i, err)
+			}
+			w := cli.ContainerWait(ctx, res.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+			select {
+			case r := <-w.Result:
+				if r.StatusCode != 0 {
+					return fmt.Errorf("floor: container %d exited %d", i, r.StatusCode)
+				}
+			case err := <-w.Error:
+				return fmt.Errorf("floor: wait for container %d: %w", i, err)
+			}
+			return nil
+		}
+	}
+	if err := runtimes.RunConcurrently(steps); err != nil {
+		return 0, err
+	}
+	// The removals are part of the floor, as a run's teardown is part of a run.
+	rm := make([]func() error, 0, n)
+	for i, id := range ids {
+		rm = append(rm, func() error {
+			if err := removeContainer(ctx, cli, id); err != nil {
+				return err
+			}
+			ids[i] = ""
+			return nil
+		})
+	}
+	if err := runtimes.RunConcurrently(rm); err != nil {
+		return 0, err
+	}
+	if _, err := cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{}); err != nil {
+		return 0, fmt.Errorf("floor: remove network: %w", err)
+	}
+	netID = ""
+	return time.Since(start), nil
+}
+
+func removeContainer(ctx context.Context, cli client.APIClient, id string) error {
+	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	if err != nil && !cerrdefs.IsNotFound(err) {
+		return fmt.Errorf("remove container %.12s: %w", id, err)
+	}
+	return nil
+}

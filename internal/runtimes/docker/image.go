@@ -1,0 +1,394 @@
+package docker
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/types/build"
+	"github.com/moby/moby/api/types/jsonstream"
+	"github.com/moby/moby/client"
+
+	"github.com/widetp/widetp/internal/runtimes"
+)
+
+// Image is a program's image as built (or found) for a run.
+type Image struct {
+	Program runtimes.Program
+	// Ref is "widetp:<hash prefix>" (the widetp binary) or "widetp-<name>:<hash prefix>".
+	Ref string
+	// Hash is the sha256 of what the image holds (Dockerfile, binaries, libraries, loader).
+	Hash string
+	// Cached is true when an image with Ref already existed and no build ran.
+	Cached bool
+}
+
+// hashLen is how much of the content hash the tag carries: 16 hex digits (64 bits) cannot collide
+// among the few images one machine ever builds, and keep `docker images` readable.
+const hashLen = 16
+
+// imageRef is the tag of a program's image with the given content hash: widetp:<hash> for the
+// widetp binary, widetp-<name>:<hash> for another program.
+func imageRef(name, hash string) string {
+	if name == runtimes.Widetp.Name {
+		return "widetp:" + hash[:hashLen]
+	}
+	return "widetp-" + name + ":" + hash[:hashLen]
+}
+
+// dockerfile is every image's Dockerfile: no base image (nothing is ever pulled; no registry need
+// be reachable), the files of rootfs/ at their paths, the program as the entrypoint.
+func dockerfile(p runtimes.Program) []byte {
+	return []byte("FROM scratch\nCOPY rootfs/ /\nENTRYPOINT [\"" + p.BinaryPath() + "\"]\n")
+}
+
+// imageFile is one file of an image: src on this machine, dst its absolute path in the image.
+type imageFile struct {
+	src, dst string
+}
+
+// imageContents lists what p's image holds: the program at its image path, the widetp binary (the
+// listing helper, `widetp ipcls`), and every file of both linkages (loader and libraries) at its
+// own absolute path (the kernel opens the loader by that path, and with no ld.so.cache the loader
+// searches the default directories ldd's paths come from), sorted by destination.
+func imageContents(p runtimes.Program, prog, widetp string, linkages ...Linkage) []imageFile {
+	files := []imageFile{{src: prog, dst: p.BinaryPath()}}
+	seen := map[string]bool{p.BinaryPath(): true}
+	if !seen[runtimes.WidetpPath] {
+		files = append(files, imageFile{src: widetp, dst: runtimes.WidetpPath})
+		seen[runtimes.WidetpPath] = true
+	}
+	for _, l := range linkages {
+		for _, f := range l.Files() {
+			if !seen[f] {
+				seen[f] = true
+				files = append(files, imageFile{src: f, dst: f})
+			}
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].dst < files[j].dst })
+	return files
+}
+
+// hashImage is the content hash of an image: its Dockerfile, then every file's destination,
+// permission bits and bytes, in destination order. Timestamps and owners are left out, so the
+// same binary and libraries give the same hash and the engine build is skipped.
+func hashImage(df []byte, files []imageFile) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "Dockerfile\x00%d\x00", len(df))
+	h.Write(df)
+	for _, f := range files {
+		d, err := runtimes.DigestFile(f.src)
+		if err != nil {
+			return "", fmt.Errorf("hash image file %s: %w", f.dst, err)
+		}
+		fmt.Fprintf(h, "\x00%s\x00%s\x00%d\x00%s", f.dst, d.Mode, d.Size, d.Sum)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// tarImage archives an image's build context for the engine — the Dockerfile, and rootfs/ with
+// every file at its destination, its parent directories and an empty /tmp — with zeroed times
+// and owners (the engine's layer then depends on the content alone).
+func tarImage(w io.Writer, df []byte, files []imageFile) error {
+	tw := tar.NewWriter(w)
+	if err := tw.WriteHeader(&tar.Header{Name: "Dockerfile", Mode: 0o644, Size: int64(len(df)), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(df); err != nil {
+		return err
+	}
+	dirs := map[string]bool{}
+	addDir := func(dir string, mode int64) error {
+		if dirs[dir] {
+			return nil
+		}
+		dirs[dir] = true
+		return tw.WriteHeader(&tar.Header{Name: dir + "/", Mode: mode, Typeflag: tar.TypeDir, Format: tar.FormatPAX})
+	}
+	if err := addDir("rootfs", 0o755); err != nil {
+		return err
+	}
+	// The tmpfs the runtime mounts at /tmp needs no mount point in the image (the engine makes
+	// one), but a listing of an image without it is confusing; it costs nothing.
+	if err := addDir("rootfs/tmp", 0o1777); err != nil {
+		return err
+	}
+	for _, f := range files {
+		name := "rootfs" + f.dst
+		var parents []string
+		for d := path.Dir(name); d != "rootfs" && d != "." && d != "/"; d = path.Dir(d) {
+			parents = append(parents, d)
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			if err := addDir(parents[i], 0o755); err != nil {
+				return err
+			}
+		}
+		if err := tarFile(tw, f.src, name); err != nil {
+			return err
+		}
+	}
+	return tw.Close()
+}
+
+func tarFile(tw *tar.Writer, src, name string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file (%s)", src, fi.Mode())
+	}
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: int64(fi.Mode().Perm()), Size: fi.Size(), Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+		return err
+	}
+	if _, err := io.Copy(tw, in); err != nil {
+		return fmt.Errorf("archive %s: %w", src, err)
+	}
+	return nil
+}
+
+func newImageBuilder(api client.APIClient, cfg runtimes.Config, labels map[string]string) *imageBuilder {
+	return &imageBuilder{api: api, widetp: cfg.Binary, labels: labels, images: map[string]*imageOnce{},
+		onBuild: func(img Image) { runtimes.ProgressLine(cfg.Progress, "built image %s", img.Ref) }}
+}
+
+// BuildImages builds the images of programs (or finds them by content hash) without starting a
+// run: `widetp images`, and CI warming its cache. The images carry a run label of their own.
+func BuildImages(ctx context.Context, programs []runtimes.Program, opts ...runtimes.Option) ([]Image, error) {
+	cfg := runtimes.NewConfig(opts...)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("build images: %w", err)
+	}
+	cli, err := newEngineClient()
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	if err := ping(ctx, cli, cfg.PingTimeout); err != nil {
+		return nil, err
+	}
+	owner, err := runtimes.CurrentOwner()
+	if err != nil {
+		return nil, err
+	}
+	b := newImageBuilder(cli, cfg, map[string]string{runtimes.LabelRun: cfg.RunID, runtimes.LabelOwner: owner.String()})
+	ctx, cancel := context.WithTimeout(ctx, cfg.BuildTimeout)
+	defer cancel()
+	images := make([]Image, len(programs))
+	steps := make([]func() error, len(programs))
+	for i, p := range programs {
+		steps[i] = func() (err error) {
+			images[i], err = b.image(ctx, p)
+			return err
+		}
+	}
+	if err := runtimes.RunConcurrently(steps); err != nil {
+		return nil, err
+	}
+	return images, nil
+}
+
+// imageBuilder builds each program's image at most once per runtime; concurrent callers of one
+// program wait for the same build.
+type imageBuilder struct {
+	api     client.APIClient
+	widetp  string // the widetp binary
+	labels  map[string]string
+	onBuild func(Image)
+
+	mu     sync.Mutex
+	images map[string]*imageOnce
+}
+
+type imageOnce struct {
+	done chan struct{}
+	img  Image
+	err  error
+}
+
+// image returns p's image, building it first when no image has its content hash.
+func (b *imageBuilder) image(ctx context.Context, p runtimes.Program) (Image, error) {
+	b.mu.Lock()
+	o, ok := b.images[p.Name]
+	if !ok {
+		o = &imageOnce{done: make(chan struct{})}
+		b.images[p.Name] = o
+		b.mu.Unlock()
+		o.img, o.err = b.build(ctx, p)
+		if o.err != nil && ctx.Err() != nil {
+			// This caller ran out of time; the next one may try again.
+			b.mu.Lock()
+			delete(b.images, p.Name)
+			b.mu.Unlock()
+		}
+		close(o.done)
+	} else {
+		b.mu.Unlock()
+	}
+	select {
+	case <-o.done:
+		return o.img, o.err
+	case <-ctx.Done():
+		return Image{}, fmt.Errorf("wait for image %s: %w", p.Name, ctx.Err())
+	}
+}
+
+// linkages are what ldd said of each binary, per process (a binary's linkage changes only with
+// its bytes, and then its path's digest changes too; a stale entry costs a failed start at worst).
+var linkages sync.Map // linkageKey -> Linkage
+
+// linkageKey names a binary by path, size, modification time and inode.
+type linkageKey struct {
+	path  string
+	size  int64
+	mtime int64
+	ino   uint64
+}
+
+func binaryLinkage(ctx context.Context, bin string) (Linkage, error) {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return Linkage{}, err
+	}
+	key := linkageKey{path: bin, size: fi.Size(), mtime: fi.ModTime().UnixNano(), ino: runtimes.Inode(fi)}
+	if l, ok := linkages.Load(key); ok {
+		return l.(Linkage), nil
+	}
+	l, err := lddLinkage(ctx, bin)
+	if err != nil {
+		return Linkage{}, err
+	}
+	linkages.Store(key, l)
+	return l, nil
+}
+
+func (b *imageBuilder) build(ctx context.Context, p runtimes.Program) (Image, error) {
+	if err := p.Validate(); err != nil {
+		return Image{}, err
+	}
+	prog, err := runtimes.ProgramPath(p, b.widetp)
+	if err != nil {
+		return Image{}, &runtimes.ImageBuildError{Image: p.Name, Step: "context", Err: err}
+	}
+	var ls []Linkage
+	for _, bin := range []string{prog, b.widetp} {
+		l, err := binaryLinkage(ctx, bin)
+		if err != nil {
+			return Image{}, &runtimes.ImageBuildError{Image: p.Name, Step: "ldd", Err: err}
+		}
+		ls = append(ls, l)
+	}
+	files := imageContents(p, prog, b.widetp, ls...)
+	df := dockerfile(p)
+	hash, err := hashImage(df, files)
+	if err != nil {
+		return Image{}, &runtimes.ImageBuildError{Image: p.Name, Step: "context", Err: err}
+	}
+	img := Image{Program: p, Ref: imageRef(p.Name, hash), Hash: hash}
+	if found, err := b.exists(ctx, img.Ref); err != nil || found {
+		img.Cached = found
+		return img, err
+	}
+	unlock, err := lockBuild(ctx, img.Ref)
+	if err != nil {
+		return Image{}, err
+	}
+	defer unlock()
+	// Another process may have built it while this one waited for the lock.
+	if found, err := b.exists(ctx, img.Ref); err != nil || found {
+		img.Cached = found
+		return img, err
+	}
+	if err := b.engineBuild(ctx, img, df, files); err != nil {
+		return Image{}, err
+	}
+	if b.onBuild != nil {
+		b.onBuild(img)
+	}
+	return img, nil
+}
+
+func (b *imageBuilder) exists(ctx context.Context, ref string) (bool, error) {
+	_, err := b.api.ImageInspect(ctx, ref)
+	switch {
+	case err == nil:
+		return true, nil
+	case cerrdefs.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("look up image %s: %w", ref, err)
+	}
+}
+
+// engineBuild streams the context to the engine's classic builder. FROM scratch needs no pull,
+// and PullParent stays false so that nothing ever asks a registry.
+func (b *imageBuilder) engineBuild(ctx context.Context, img Image, df []byte, files []imageFile) error {
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(tarImage(pw, df, files)) }()
+	defer pr.Close()
+	labels := map[string]string{runtimes.LabelContent: img.Hash}
+	for k, v := range b.labels {
+		labels[k] = v
+	}
+	res, err := b.api.ImageBuild(ctx, pr, client.ImageBuildOptions{
+		Tags:        []string{img.Ref},
+		Labels:      labels,
+		Dockerfile:  "Dockerfile",
+		Remove:      true,
+		ForceRemove: true,
+		// The classic builder: BuildKit would need a session and, on old engines, pulls its
+		// frontend image.
+		Version: build.BuilderV1,
+	})
+	if err != nil {
+		return &runtimes.ImageBuildError{Image: img.Ref, Step: "engine build", Err: err}
+	}
+	defer res.Body.Close()
+	log, err := readBuildStream(res.Body)
+	if err != nil {
+		return &runtimes.ImageBuildError{Image: img.Ref, Step: "engine build", Log: log, Err: err}
+	}
+	return nil
+}
+
+// readBuildStream collects the engine's build log and returns the error it reports in-band (a
+// build failure is a message in the stream, not an HTTP error).
+func readBuildStream(r io.Reader) (string, error) {
+	var log strings.Builder
+	dec := json.NewDecoder(r)
+	for {
+		var m jsonstream.Message
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return log.String(), nil
+			}
+			return log.String(), fmt.Errorf("read build output: %w", err)
+		}
+		log.WriteString(m.Stream)
+		if m.Status != "" {
+			log.WriteString(m.Status + "\n")
+		}
+		if m.Error != nil {
+			log.WriteString(m.Error.Message + "\n")
+			return log.String(), errors.New(m.Error.Message)
+		}
+	}
+}

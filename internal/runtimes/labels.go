@@ -1,0 +1,132 @@
+package runtimes
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Labels every Docker resource the harness makes carries (README, "Runtimes"). They are
+// the only way a later run can tell our leftovers from anything else on a shared engine.
+const (
+	// LabelRun names the run that made a container, network or image.
+	LabelRun = "io.widetp.run"
+	// LabelOwner names the harness process that made it (see Owner): the sweep removes a leftover
+	// only when that process is gone, so parallel runs (`ginkgo -p`) never remove each other's nodes.
+	LabelOwner = "io.widetp.owner"
+	// LabelHost is the node's host name, so `docker ps` and the artifacts read like the scenario.
+	LabelHost = "io.widetp.host"
+	// LabelContent is an image's content hash (the tag carries a prefix of it).
+	LabelContent = "io.widetp.content"
+)
+
+// Owner identifies a harness process across PID reuse: the kernel recycles PIDs, but never a
+// (PID, start time) pair within one boot, and the machine name keeps two machines sharing one
+// engine (DOCKER_HOST) from judging each other's processes by their own process table.
+type Owner struct {
+	Machine string
+	PID     int
+	// Start is the process start time in clock ticks since boot (/proc/<pid>/stat field 22).
+	Start uint64
+}
+
+// String is the value of LabelOwner: "<machine>/<pid>/<start>".
+func (o Owner) String() string { return fmt.Sprintf("%s/%d/%d", o.Machine, o.PID, o.Start) }
+
+// ParseOwner reads a LabelOwner value.
+func ParseOwner(s string) (Owner, error) {
+	// The machine name may not contain '/', so split from the right.
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return Owner{}, fmt.Errorf("parse owner label %q: want <machine>/<pid>/<start>", s)
+	}
+	j := strings.LastIndexByte(s[:i], '/')
+	if j <= 0 {
+		return Owner{}, fmt.Errorf("parse owner label %q: want <machine>/<pid>/<start>", s)
+	}
+	pid, err := strconv.Atoi(s[j+1 : i])
+	if err != nil || pid <= 0 {
+		return Owner{}, fmt.Errorf("parse owner label %q: bad pid %q", s, s[j+1:i])
+	}
+	start, err := strconv.ParseUint(s[i+1:], 10, 64)
+	if err != nil {
+		return Owner{}, fmt.Errorf("parse owner label %q: bad start time %q", s, s[i+1:])
+	}
+	return Owner{Machine: s[:j], PID: pid, Start: start}, nil
+}
+
+// CurrentOwner is the Owner of this process.
+func CurrentOwner() (Owner, error) {
+	machine, err := os.Hostname()
+	if err != nil {
+		return Owner{}, fmt.Errorf("read host name for the owner label: %w", err)
+	}
+	pid := os.Getpid()
+	start, err := ProcessStart(pid)
+	if err != nil {
+		return Owner{}, fmt.Errorf("read own start time for the owner label: %w", err)
+	}
+	return Owner{Machine: machine, PID: pid, Start: start}, nil
+}
+
+// processStart reads a process's start time from procfs.
+func ProcessStart(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseStatStart(string(b))
+}
+
+// parseStatStart extracts field 22 (starttime) of a /proc/<pid>/stat line (proc(5)). Field 2, the
+// command name, is in parentheses and may itself hold spaces and ')', so fields are counted from
+// the last ')'.
+func parseStatStart(stat string) (uint64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("parse /proc stat %q: no ')' after the command name", Truncate(stat, 80))
+	}
+	// After ") " come fields 3, 4, ...; starttime is field 22, the 20th of them.
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("parse /proc stat: %d fields after the command name, want at least 20", len(f))
+	}
+	v, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("parse /proc stat: start time %q: %w", f[19], err)
+	}
+	return v, nil
+}
+
+// Alive reports whether o's process still runs. An owner on another machine is taken as alive: its
+// process table is not ours to read, and removing a live run's nodes is worse than a leftover.
+func (o Owner) Alive(machine string) bool {
+	if o.Machine != machine {
+		return true
+	}
+	start, err := ProcessStart(o.PID)
+	return err == nil && start == o.Start
+}
+
+// orphaned decides whether a labelled resource is a leftover to sweep: it carries LabelRun and its
+// owner is gone. A resource whose owner label is missing or unreadable was not made by a live
+// harness (every live harness writes a valid one), so it is swept too.
+func Orphaned(labels map[string]string, alive func(Owner) bool) bool {
+	if _, ok := labels[LabelRun]; !ok {
+		return false
+	}
+	o, err := ParseOwner(labels[LabelOwner])
+	if err != nil {
+		return true
+	}
+	return !alive(o)
+}
+
+// Truncate cuts s to n bytes, marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

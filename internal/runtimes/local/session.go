@@ -1,0 +1,273 @@
+//go:build linux
+
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/widetp/widetp/internal/runtimes"
+)
+
+// A local host is a session. Its program starts as the leader of a new session (Setsid), so its
+// process group is its own, and every process it starts stays in that session: setpgid(2) cannot
+// leave a session, only setsid(2) can, and neither simnode nor vLLM calls it. The session, not the
+// program's process group, is what holds a host's whole tree: simnode puts each command's tree in
+// a process group of its own (so that it can signal one command), and a signal to the leader's
+// group would miss those. Signalling a host means signalling every process group of its session;
+// /proc is the only place that lists them.
+//
+// A session id is the leader's pid, which the kernel does not hand out again while any process
+// still uses it as its pid, process group or session. The runtime reaps a leader only after its
+// session is empty (waitExited looks without reaping), so a session id it signals is always its own.
+
+// procStat is what /proc/<pid>/stat says about a process (proc(5)).
+type procStat struct {
+	PID, PPID, PGID, SID int
+	// State is proc(5)'s letter: R running, S sleeping, D disk sleep, T stopped, t tracing stop,
+	// Z zombie, X dead.
+	State byte
+	Comm  string
+}
+
+// parseProcStat reads a /proc/<pid>/stat line. Field 2, the command name, is in parentheses and
+// may itself hold spaces and ')', so the fields after it are counted from the last ')'.
+func parseProcStat(s string) (procStat, error) {
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return procStat{}, fmt.Errorf("parse /proc stat %q: no (command name)", runtimes.Truncate(s, 80))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
+	if err != nil {
+		return procStat{}, fmt.Errorf("parse /proc stat %q: pid: %w", runtimes.Truncate(s, 80), err)
+	}
+	// After ") " come state (field 3), ppid, pgrp and session (6).
+	f := strings.Fields(s[end+1:])
+	if len(f) < 4 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("parse /proc stat %q: want state, ppid, pgrp and session after the command name", runtimes.Truncate(s, 80))
+	}
+	st := procStat{PID: pid, State: f[0][0], Comm: s[open+1 : end]}
+	for i, p := range []*int{&st.PPID, &st.PGID, &st.SID} {
+		if *p, err = strconv.Atoi(f[i+1]); err != nil {
+			return procStat{}, fmt.Errorf("parse /proc stat %q: field %d: %w", runtimes.Truncate(s, 80), i+4, err)
+		}
+	}
+	return st, nil
+}
+
+// live reports whether the process still runs (or is stopped): a zombie or dead entry only waits
+// to be reaped and holds nothing but its pid.
+func (p procStat) live() bool { return p.State != 'Z' && p.State != 'X' }
+
+func (p procStat) stopped() bool { return p.State == 'T' || p.State == 't' }
+
+func (p procStat) String() string { return fmt.Sprintf("%d (%s, state %c)", p.PID, p.Comm, p.State) }
+
+// sessionProcs lists the processes of session sid, zombies included. A process that ends during
+// the scan is left out: the listing is a snapshot of a live table.
+func sessionProcs(sid int) ([]procStat, error) {
+	return sessionsProcs(map[int]bool{sid: true})
+}
+
+// sessionsProcs lists the processes of every session in sids with one scan of /proc (a scan costs
+// a few microseconds per process of the machine: one per host of a large run adds up).
+func sessionsProcs(sids map[int]bool) ([]procStat, error) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var out []procStat
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/stat")
+		if err != nil {
+			continue
+		}
+		st, err := parseProcStat(string(b))
+		if err != nil {
+			continue
+		}
+		if sids[st.SID] {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+// signalSession sends sig to every process group of session sid that has a live process, and
+// returns the session's processes as they were just before. A group signal reaches every member
+// at once, including one forked while the signal is sent (fork(2) restarts when a group signal
+// arrives during it), so a tree cannot outrun it within one group.
+func signalSession(sid int, sig syscall.Signal) ([]procStat, error) {
+	return signalSessions(map[int]bool{sid: true}, sig)
+}
+
+// signalSessions is signalSession for several sessions, with one scan.
+func signalSessions(sids map[int]bool, sig syscall.Signal) ([]procStat, error) {
+	procs, err := sessionsProcs(sids)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[int]bool{}
+	for _, p := range procs {
+		if p.live() {
+			groups[p.PGID] = true
+		}
+	}
+	var errs []error
+	for g := range groups {
+		if err := syscall.Kill(-g, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("send %s to process group %d: %w", unix.SignalName(sig), g, err))
+		}
+	}
+	return procs, errors.Join(errs...)
+}
+
+// Polling /proc: the kernel has no event for "every process of a session has stopped" or "has
+// ended" (a pidfd covers one process, and a wait only one's own children). Signals take effect
+// within microseconds to a few milliseconds, so the first look comes soon and later ones back off
+// to spare the machine's cores.
+const (
+	pollFirst = time.Millisecond
+	pollMax   = 25 * time.Millisecond
+)
+
+// pollWait waits *d, or until ctx ends, and doubles *d up to pollMax.
+func pollWait(ctx context.Context, d *time.Duration) error {
+	t := time.NewTimer(*d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+	}
+	*d = min(2**d, pollMax)
+	return nil
+}
+
+// endSession SIGKILLs every process of session sid until none lives, reaping those that were
+// re-parented to this process (see becomeSubreaper); leader is left to its exec.Cmd. It gives up
+// when ctx ends, naming the survivors (a process in uninterruptible sleep outlives SIGKILL).
+func endSession(ctx context.Context, sid, leader int) error {
+	return endSessions(ctx, map[int]bool{sid: true}, leader)
+}
+
+// endSessions is endSession for several sessions, with one scan a round.
+func endSessions(ctx context.Context, sids map[int]bool, leader int) error {
+	self := os.Getpid()
+	d := pollFirst
+	for {
+		procs, err := signalSessions(sids, syscall.SIGKILL)
+		if err != nil {
+			return err
+		}
+		var live []string
+		for _, p := range procs {
+			switch {
+			case p.live():
+				live = append(live, p.String())
+			case p.PPID == self && p.PID != leader:
+				// Ours since its parent died: only this process can reap it, and it is in no
+				// exec.Cmd, so no Wait of anyone else's is robbed.
+				var ws unix.WaitStatus
+				_, _ = unix.Wait4(p.PID, &ws, unix.WNOHANG, nil)
+			}
+		}
+		if len(live) == 0 {
+			return nil
+		}
+		if err := pollWait(ctx, &d); err != nil {
+			return fmt.Errorf("still alive after SIGKILL: %s: %w", strings.Join(live, ", "), err)
+		}
+	}
+}
+
+// freezeSession SIGSTOPs every process group of session sid until every live process of it is
+// stopped: a process forked into a new group between a scan and the signal is caught by the next
+// round, and a stopped process forks nothing more.
+func freezeSession(ctx context.Context, sid int) error {
+	d := pollFirst
+	for {
+		procs, err := signalSession(sid, syscall.SIGSTOP)
+		if err != nil {
+			return err
+		}
+		var running []string
+		for _, p := range procs {
+			if p.live() && !p.stopped() {
+				running = append(running, p.String())
+			}
+		}
+		if len(running) == 0 {
+			return nil
+		}
+		if err := pollWait(ctx, &d); err != nil {
+			return fmt.Errorf("freeze session %d: not stopped: %s: %w", sid, strings.Join(running, ", "), err)
+		}
+	}
+}
+
+// waitExited blocks until process pid (a child) has exited, without reaping it: while it is a
+// zombie its pid, and so its session id, cannot be handed out again.
+func waitExited(pid int) error {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+var subreaper struct {
+	once sync.Once
+	err  error
+}
+
+// becomeSubreaper makes this process the reaper of its descendants' orphans (PR_SET_CHILD_SUBREAPER):
+// when a host's program dies first, its children are re-parented here rather than to PID 1, which
+// in a container or a micro-VM often reaps nothing, so every ended run would leave its processes
+// behind as zombies until the pid table fills. endSession reaps them. It is process-wide and set once.
+func becomeSubreaper() error {
+	subreaper.once.Do(func() {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			subreaper.err = fmt.Errorf("become a child subreaper: %w", err)
+		}
+	})
+	return subreaper.err
+}
+
+// parseSignal reads a signal as Docker's kill does: "SIGKILL", "KILL" or "9", any case.
+func parseSignal(s string) (syscall.Signal, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		// 1..64: the standard and real-time signals of Linux (SIGRTMAX is 64).
+		if n < 1 || n > 64 {
+			return 0, fmt.Errorf("signal %q: out of range 1-64", s)
+		}
+		return syscall.Signal(n), nil
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if sig := unix.SignalNum(name); sig != 0 {
+		return sig, nil
+	}
+	return 0, fmt.Errorf("signal %q: unknown (want a name like SIGTERM or a number)", s)
+}
