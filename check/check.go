@@ -21,8 +21,7 @@ type checker struct {
 	run  func(procs []report.Process) []report.Violation
 }
 
-// checkers are in the order of report.Kinds, which is the order Run reports in. The harness owns
-// store-registration-lost: it needs the store's event log around a fault, which no record carries.
+// checkers are in the order of report.Kinds, which is the order Run reports in.
 var checkers = []checker{
 	{report.ProcessCrashed, processCrashed},
 	{report.DPIndexMismatch, dpIndexMismatch},
@@ -34,10 +33,12 @@ var checkers = []checker{
 	{report.EngineIDMismatch, engineIDMismatch},
 	{report.DPIndexDuplicate, dpIndexDuplicate},
 	{report.RendezvousFailed, rendezvousFailed},
+	{report.StoreRegistrationLost, storeRegistrationLost},
 	{report.AddressCollision, addressCollision},
 	{report.AddressMisrouted, addressMisrouted},
 	{report.AddressUnreachable, addressUnreachable},
 	{report.ProcessHung, processHung},
+	{report.IdentityChangedOnRestart, identityChangedOnRestart},
 }
 
 // Kinds lists the kinds Run can report, in its output order.

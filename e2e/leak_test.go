@@ -39,23 +39,14 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
 			}
-			child := startWidetpRun(ctx, widetp, rt)
-			Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
-			Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
-			Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
-
-			next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
-			Expect(err).NotTo(HaveOccurred())
-			Expect(next.Close(ctx)).To(Succeed())
-			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
-				WithTimeout(leftoverBound).Should(BeEmpty(), "what the killed run %s left, after the next run's sweep", child.runID)
+			expectSweptAfterKill(ctx, rt, startWidetpRun(ctx, widetp, rt, healthyRun, nodeUpLine))
 		}, SpecTimeout(4*time.Minute))
 
 		It("tears down a `widetp run` interrupted with SIGINT half-way on "+rt, Label(rt), func(ctx SpecContext) {
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
 			}
-			child := startWidetpRun(ctx, widetp, rt)
+			child := startWidetpRun(ctx, widetp, rt, healthyRun, nodeUpLine)
 			Expect(child.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
 			err := child.cmd.Wait()
 			var ee *exec.ExitError
@@ -65,12 +56,37 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
 				WithTimeout(leftoverBound).Should(BeEmpty(), "what the interrupted run %s left", child.runID)
 		}, SpecTimeout(4*time.Minute))
+
+		It("sweeps, at the next run, what a `widetp run` SIGKILLed while a step froze a node left on "+rt, Label(rt, "fault", "fault:pause"), func(ctx SpecContext) {
+			if !hasRuntime(rt) {
+				Skip("no Docker engine answered")
+			}
+			// A frozen container or process tree is the hardest thing to remove: a paused
+			// container refuses a plain kill, a stopped process tree ignores every signal but
+			// SIGKILL until it is continued.
+			expectSweptAfterKill(ctx, rt, startWidetpRun(ctx, widetp, rt, pausedRun, pausedLine))
+		}, SpecTimeout(4*time.Minute))
 	}
 
 	It("finds nothing labelled io.widetp.run and no widetp node or store process of this suite's runs", func(ctx SpecContext) {
 		Expect(suiteLeftovers(ctx)).To(BeEmpty())
 	}, SpecTimeout(time.Minute))
 })
+
+// expectSweptAfterKill SIGKILLs a `widetp run` child, which cleans up nothing itself, and expects
+// the next run's sweep on rt to leave nothing of it.
+func expectSweptAfterKill(ctx context.Context, rt string, child *widetpRun) {
+	GinkgoHelper()
+	Expect(child.cmd.Process.Signal(syscall.SIGKILL)).To(Succeed())
+	Expect(child.cmd.Wait()).To(MatchError(ContainSubstring("killed")))
+	Expect(leftovers(ctx, rt, child)).NotTo(BeEmpty(), "a SIGKILLed run cleans up nothing itself")
+
+	next, err := harness.NewRuntime(ctx, rt, harness.WithRunID(nextRunID()), harness.WithProgress(GinkgoWriter))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(next.Close(ctx)).To(Succeed())
+	Eventually(func(ctx context.Context) []string { return leftovers(ctx, rt, child) }).WithContext(ctx).
+		WithTimeout(leftoverBound).Should(BeEmpty(), "what the killed run %s left, after the next run's sweep", child.runID)
+}
 
 // leftoverBound bounds the wait for the processes of a run that just ended to be gone: a killed
 // process is reaped within milliseconds; the bound only matters on a wedged machine.
@@ -93,14 +109,22 @@ var (
 	nodeUpLine   = regexp.MustCompile(`^widetp: node (\S+) up`)
 )
 
+// The runs the leak specs interrupt: a healthy four-node scenario once a node is up, and a
+// scenario whose first step froze its follower (e2e/testdata/leak) once that step is done.
+var (
+	healthyRun = filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml")
+	pausedRun  = filepath.Join(moduleRoot, "e2e", "testdata", "leak", "paused-follower.yaml")
+	pausedLine = regexp.MustCompile(`^widetp: step 1/\d+ \S+ done: `)
+)
+
 // halfWay bounds a child's way to half-way: a cached image or binary and a few node starts.
 const halfWay = 2 * time.Minute
 
-// startWidetpRun starts `widetp run` of a healthy four-node scenario on rt and returns once its
-// progress says a node (not the store) is up.
-func startWidetpRun(ctx context.Context, widetp, rt string) *widetpRun {
+// startWidetpRun starts `widetp run` of a scenario on rt and returns once a progress line matches
+// halfway (nodeUpLine: a node, not the store, is up).
+func startWidetpRun(ctx context.Context, widetp, rt, scenario string, halfway *regexp.Regexp) *widetpRun {
 	GinkgoHelper()
-	cmd := exec.Command(widetp, "run", "--runtime", rt, filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml"))
+	cmd := exec.Command(widetp, "run", "--runtime", rt, scenario)
 	cmd.Dir = moduleRoot
 	pipe, err := cmd.StderrPipe()
 	Expect(err).NotTo(HaveOccurred())
@@ -128,7 +152,7 @@ func startWidetpRun(ctx context.Context, widetp, rt string) *widetpRun {
 			if m := localDirLine.FindStringSubmatch(line); m != nil {
 				dir = m[1]
 			}
-			if m := nodeUpLine.FindStringSubmatch(line); m != nil && m[1] != harness.StoreHost && !signalled {
+			if m := halfway.FindStringSubmatch(line); m != nil && (halfway != nodeUpLine || m[1] != harness.StoreHost) && !signalled {
 				signalled = true
 				ids <- [2]string{id, dir}
 				close(up)

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,7 +10,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/harness"
 	"github.com/widetp/widetp/harness/matchers"
 	"github.com/widetp/widetp/report"
@@ -23,53 +23,60 @@ import (
 // model (simnode's own); planners_test.go runs the scenarios of vLLM main with vLLM's plans too.
 var _ = Describe("every scenario", Label(labelPlannerModel), func() {
 	for _, s := range allScenarios {
-		labels := Labels{"scenario:" + s.Name}
-		for _, b := range s.Bugs {
-			labels = append(labels, scenarios.BugLabel(b))
-		}
-		if len(s.Bugs) > 0 {
-			// A plain label too: `--label-filter=bug` selects every reproduced field bug (issue 7),
-			// which a key:value label alone does not match.
-			labels = append(labels, "bug")
-		}
-		Describe(s.Name, labels, Ordered, ContinueOnFailure, func() {
-			observed := map[string]report.Report{}
-			ran := map[string]bool{}
-			for _, rt := range harness.RuntimeNames() {
-				It("runs on "+rt+" and shows exactly its expected violations, as predicted", Label(rt), func(ctx SpecContext) {
-					if !hasRuntime(rt) {
-						Skip("no Docker engine answered: the scenario runs on the local runtime")
-					}
-					ran[rt] = true
-					r := runScenario(ctx, s, rt)
-					observed[rt] = r.report
-					expectAsPredicted(s, r.report)
-				}, SpecTimeout(runBound))
-			}
-			It("shows the same violations on docker and local", Label("parity"), func() {
-				if !hasRuntime(harness.RuntimeDocker) {
-					Skip("no Docker engine answered: nothing to compare the local runtime with")
-				}
-				if !ran[harness.RuntimeDocker] || !ran[harness.RuntimeLocal] {
-					Skip("the label filter left out the run on docker or on local")
-				}
-				d, okD := observed[harness.RuntimeDocker]
-				l, okL := observed[harness.RuntimeLocal]
-				if !okD || !okL {
-					Fail("a run of this scenario failed before its report (see its spec): no parity to check")
-				}
-				if r, ok := racyScenarios[s.Name]; ok {
-					Expect(allowed(r.outcomes, report.KindSet(l.Violations)) && allowed(r.outcomes, report.KindSet(d.Violations))).To(BeTrue(),
-						"local %v, docker %v: allowed %v", report.KindSet(l.Violations), report.KindSet(d.Violations), r.outcomes)
-					AddReportEntry("racy scenario", "the two runtimes may show different allowed outcomes: "+r.why)
-					return
-				}
-				Expect(report.KindSet(l.Violations)).To(Equal(report.KindSet(d.Violations)), "violation kinds on local, then on docker")
-				Expect(identityViolations(l)).To(Equal(identityViolations(d)), "identity violations (kind: processes) on local, then on docker")
-			})
-		})
+		describeScenario(s)
 	}
 })
+
+// describeScenario is one scenario's specs: a run on every runtime, each showing exactly its
+// expected violations as predicted, and the parity of the runs.
+func describeScenario(s *scenarios.Scenario) {
+	labels := Labels{"scenario:" + s.Name}
+	for _, b := range s.Bugs {
+		labels = append(labels, scenarios.BugLabel(b))
+	}
+	if len(s.Bugs) > 0 {
+		// A plain label too: `--label-filter=bug` selects every reproduced field bug (issue 7),
+		// which a key:value label alone does not match.
+		labels = append(labels, "bug")
+	}
+	labels = append(labels, faultLabels(s)...)
+	Describe(s.Name, labels, Ordered, ContinueOnFailure, func() {
+		observed := map[string]report.Report{}
+		ran := map[string]bool{}
+		for _, rt := range harness.RuntimeNames() {
+			It("runs on "+rt+" and shows exactly its expected violations, as predicted", Label(rt), func(ctx SpecContext) {
+				if !hasRuntime(rt) {
+					Skip("no Docker engine answered: the scenario runs on the local runtime")
+				}
+				ran[rt] = true
+				r := runScenario(ctx, s, rt)
+				observed[rt] = r.report
+				expectAsPredicted(s, r.report)
+			}, SpecTimeout(runBound))
+		}
+		It("shows the same violations on docker and local", Label("parity"), func() {
+			if !hasRuntime(harness.RuntimeDocker) {
+				Skip("no Docker engine answered: nothing to compare the local runtime with")
+			}
+			if !ran[harness.RuntimeDocker] || !ran[harness.RuntimeLocal] {
+				Skip("the label filter left out the run on docker or on local")
+			}
+			d, okD := observed[harness.RuntimeDocker]
+			l, okL := observed[harness.RuntimeLocal]
+			if !okD || !okL {
+				Fail("a run of this scenario failed before its report (see its spec): no parity to check")
+			}
+			if r, ok := racyScenarios[s.Name]; ok {
+				Expect(allowed(r.outcomes, report.KindSet(l.Violations)) && allowed(r.outcomes, report.KindSet(d.Violations))).To(BeTrue(),
+					"local %v, docker %v: allowed %v", report.KindSet(l.Violations), report.KindSet(d.Violations), r.outcomes)
+				AddReportEntry("racy scenario", "the two runtimes may show different allowed outcomes: "+r.why)
+				return
+			}
+			Expect(report.KindSet(l.Violations)).To(Equal(report.KindSet(d.Violations)), "violation kinds on local, then on docker")
+			Expect(identityViolations(l)).To(Equal(identityViolations(d)), "identity violations (kind: processes) on local, then on docker")
+		})
+	})
+}
 
 // racyScenarios are the scenarios whose live outcome depends on which of two failures that happen
 // at once comes first — the model's paper run orders them one way, real processes either way — with
@@ -107,17 +114,19 @@ func allowed(outcomes [][]report.Kind, got []report.Kind) bool {
 // scenario, seeded with its name as explain does). The invariant matchers agree with the checks.
 func expectAsPredicted(s *scenarios.Scenario, rep report.Report) {
 	GinkgoHelper()
-	predicted, err := vllm.Predict(s.Deployment())
+	pred, err := harness.Predict(context.Background(), vllm.ModelPlanner{}, s)
 	Expect(err).NotTo(HaveOccurred())
+	predicted := pred.Processes
 	if r, ok := racyScenarios[s.Name]; ok {
 		AddReportEntry("racy scenario", r.why)
-		Expect(report.KindSet(check.Run(predicted))).To(Equal(s.Expect), "the model predicts the scenario's expect")
+		Expect(report.KindSet(pred.Violations)).To(Equal(s.Expect), "the model predicts the scenario's expect")
 		Expect(allowed(r.outcomes, report.KindSet(rep.Violations))).To(BeTrue(), "observed %v, none of the outcomes %v racyScenarios allows: %s",
 			report.KindSet(rep.Violations), r.outcomes, r.why)
 	} else {
 		Expect(rep).To(matchers.HaveViolationKinds(s.Expect...), "observed against the scenario's expect")
-		Expect(rep).To(matchers.HaveViolationKinds(report.KindSet(check.Run(predicted))...), "observed against explain's prediction")
+		Expect(rep).To(matchers.HaveViolationKinds(report.KindSet(pred.Violations)...), "observed against explain's prediction")
 	}
+	expectTimelineAsPredicted(s, pred, rep)
 	Expect(identityDiffs(predicted, rep.Processes)).To(BeEmpty(), "processes whose identity differs from the prediction")
 
 	// The invariant matchers fail exactly where the checks found the invariant broken.

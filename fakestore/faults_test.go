@@ -323,3 +323,41 @@ func TestFaultsNeverTouchTheTestEndpoints(t *testing.T) {
 		t.Errorf("health after clearing: %d", resp.StatusCode)
 	}
 }
+
+// TestWipeFaultLosesMetadataOnly: Mooncake #2246 — a metadata server that lost its keys while the
+// master kept its clients: the segments stay mounted, every Ping answers OK, and the rpc_meta/ram
+// keys are gone, so no client publishes them again.
+func TestWipeFaultLosesMetadataOnly(t *testing.T) {
+	s, c := start(t, fakestore.Config{})
+	ctx := bounded(t, 10*time.Second)
+	register(t, c, "w", seg("s1", "h:1"))
+	pingStatus(t, c, "w")
+	if err := c.ReMountSegment(ctx, "w", nil); err != nil {
+		t.Fatal(err)
+	}
+	since := r0(s)
+	if _, err := c.AddFault(ctx, api.Fault{Kind: api.FaultWipe}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitFor(ctx, since, func(e api.Event) bool { return e.Op == "wipe" }); err != nil {
+		t.Fatalf("wipe event: %v", err)
+	}
+	for _, k := range []string{"mooncake/rpc_meta/h:1", "mooncake/ram/h:1"} {
+		if _, err := c.Get(ctx, k); !isNotFound(err) {
+			t.Errorf("%s after the wipe: %v, want a 404", k, err)
+		}
+	}
+	if segs, _ := c.AllSegments(ctx); !slices.Equal(segs, []string{"h:1"}) {
+		t.Errorf("segments after the wipe = %v, want the master's h:1 kept", segs)
+	}
+	if got := pingStatus(t, c, "w"); got != api.ClientOK {
+		t.Errorf("ping after the wipe = %s, want OK (the master lost nothing)", got)
+	}
+	regs, _, _ := c.Registrations(ctx)
+	for _, r := range regs {
+		wiped := r.History[len(r.History)-1].Op == "wipe"
+		if r.Kind == "segment" && (!r.Live || wiped) || r.Kind != "segment" && (r.Live || !wiped) {
+			t.Errorf("registration %s/%s after the wipe: live=%v history=%+v", r.Kind, r.Name, r.Live, r.History)
+		}
+	}
+}

@@ -52,6 +52,19 @@ func TestNodeStatusesKeepTheNewestPerHost(t *testing.T) {
 	if len(keys) != 3 || keys[0] != "r1-head" || keys[2] != "r0-head" {
 		t.Errorf("node events keyed %v", keys)
 	}
+	// A restarted node program counts its posts from 1 again under a later Boot: its statuses
+	// replace those of the run before, and a late post of the old run does not come back.
+	for _, p := range []api.NodeStatus{
+		{Host: "r0-head", Seq: 1, Boot: 2, Processes: 1},
+		{Host: "r0-head", Seq: 3, Boot: 0, Settled: true},
+	} {
+		if err := c.PostNodeStatus(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := c.NodeStatuses(ctx); err != nil || got[0].Boot != 2 || got[0].Seq != 1 || got[0].Settled {
+		t.Errorf("after a restart: %+v %v, want the new run's first status", got, err)
+	}
 	if err := c.Reset(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -121,10 +121,10 @@ func (r *registry) latestReports() []report.Process {
 	return out
 }
 
-// setNode keeps a node's status unless a newer one (a higher Seq) is already there: a node's
-// posts may overtake each other on separate connections.
+// setNode keeps a node's status unless a newer one (a later Boot, or a higher Seq of the same
+// Boot) is already there: a node's posts may overtake each other on separate connections.
 func (r *registry) setNode(st api.NodeStatus) {
-	if old, ok := r.nodes[st.Host]; ok && old.Seq > st.Seq {
+	if old, ok := r.nodes[st.Host]; ok && (old.Boot > st.Boot || old.Boot == st.Boot && old.Seq > st.Seq) {
 		return
 	}
 	r.nodes[st.Host] = st

@@ -233,6 +233,11 @@ func (s *Server) AddFault(f api.Fault) (api.Fault, error) {
 		s.faults.remove(added.ID)
 		s.LoseKeys(f.Segment, f.Peer)
 		return added, nil
+	case api.FaultWipe:
+		added := s.faults.add(f, now)
+		s.faults.remove(added.ID)
+		s.Wipe()
+		return added, nil
 	}
 	added := s.faults.add(f, now)
 	s.cfg.Logger.Info("fault added", "fault", added.ID, "spec", added.String())
@@ -262,6 +267,25 @@ func (s *Server) Restart() {
 	s.mu.Unlock()
 	s.cfg.Logger.Info("store restarted")
 	s.events.append(api.Event{Time: now, Plane: api.PlaneStore, Op: "restart"})
+}
+
+// Wipe loses every metadata key (rpc_meta, ram and the rest) while the master keeps its segments
+// and clients: a metadata server that restarted on its own (Mooncake issue #2246). Every Ping
+// still answers OK, so no client learns that it should publish again.
+func (s *Server) Wipe() {
+	s.mu.Lock()
+	now := s.clock.Now()
+	for _, id := range s.reg.order {
+		reg := s.reg.regs[id]
+		if reg.Live && reg.Kind != kindSegment {
+			reg.Live = false
+			reg.History = append(reg.History, api.RegistrationEntry{Time: now, Op: "wipe", Result: "lost"})
+		}
+	}
+	s.meta = newMetaStore()
+	s.mu.Unlock()
+	s.cfg.Logger.Info("store metadata wiped")
+	s.events.append(api.Event{Time: now, Plane: api.PlaneStore, Op: "wipe"})
 }
 
 // LoseKeys loses one worker: the rpc_meta and ram keys of its segment name (or of every segment

@@ -35,6 +35,10 @@ type Cluster struct {
 	timings map[string]float64
 	// dead are nodes whose program ended before they settled, with why.
 	dead map[string]error
+	// born is when StartCluster began (a timeline step's time counts from it); tl is what the
+	// fault steps did (timeline.go), nil until RunTimeline.
+	born time.Time
+	tl   *timeline
 }
 
 // StartCluster starts the fake store of s (its flavor) and every node of s on rt in one round,
@@ -65,7 +69,7 @@ func StartCluster(ctx context.Context, s *scenarios.Scenario, rt Runtime, opts .
 		}
 		specs = append(specs, spec)
 	}
-	c := &Cluster{s: s, rt: rt, cfg: cfg, timings: map[string]float64{}, dead: map[string]error{}}
+	c := &Cluster{s: s, rt: rt, cfg: cfg, timings: map[string]float64{}, dead: map[string]error{}, born: time.Now()}
 
 	// One round: the store and every node start together. A node that comes up first waits for
 	// the store by name (its store_start bound), so nothing waits for a round of its own.
@@ -343,9 +347,13 @@ func (c *Cluster) Report(ctx context.Context) (report.Report, error) {
 	SortProcesses(procs, order)
 	report.ResolveLookups(procs)
 	report.ResolveAddresses(procs)
+	if err := c.applyTimeline(ctx, procs); err != nil {
+		rep.Timings = c.Timings()
+		return rep, fmt.Errorf("report: %w", err)
+	}
 	c.progressf("running the checks over %d process record(s)", len(procs))
 	start = time.Now()
-	rep.Violations = check.Run(procs)
+	rep.Violations = c.withTimeline(&rep, check.Run(procs))
 	c.timing("check", start)
 	if rep.Violations == nil {
 		rep.Violations = []report.Violation{}

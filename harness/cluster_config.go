@@ -6,6 +6,7 @@ import (
 	"io"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/widetp/widetp/internal/nodeapi"
@@ -208,6 +209,11 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 	}
 	for _, m := range s.Nodes {
 		cfg.Deployment = append(cfg.Deployment, nodeapi.DeploymentNode{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})
+	}
+	for _, st := range s.Faults {
+		if st.Action == scenarios.ActStealPort && strings.HasPrefix(st.Target, n.Host+"/") {
+			cfg.Steals = append(cfg.Steals, nodeapi.Steal{Process: st.Target, Channel: st.Channel})
+		}
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {

@@ -75,7 +75,8 @@ type Session struct {
 	Report *report.Report
 }
 
-// StartSession opens the runtime, starts the cluster of s, waits for it to settle and reads its
+// StartSession opens the runtime, starts the cluster of s, waits for it to settle, follows its
+// fault timeline (RunTimeline) and reads its
 // report: the first half of Run, for callers that look at the live cluster before Finish (a
 // suite's further checks, fault injection). The error is nil only when a report was read; the
 // session is nil only when nothing started (a ScenarioError, or the runtime's own error) and
@@ -103,6 +104,11 @@ func StartSession(ctx context.Context, s *scenarios.Scenario, opts ...RunOption)
 		return ss, err
 	}
 	err = cl.Settle(ctx)
+	if err == nil && ctx.Err() == nil {
+		// The fault timeline, on a settled deployment only: a start that already failed leaves
+		// nothing to break on purpose.
+		err = cl.RunTimeline(ctx)
+	}
 	if ctx.Err() != nil {
 		return ss, errors.Join(err, context.Cause(ctx))
 	}

@@ -4,6 +4,8 @@
 // the checks and the harness all speak it, so a check cannot tell a prediction from an observation.
 package report
 
+import "strconv"
+
 // Role is the kind of a simulated vLLM process.
 type Role string
 
@@ -105,7 +107,76 @@ type Process struct {
 
 	// Exit is nil while the process lives (or, in a prediction, when it would keep running).
 	Exit *Exit `json:"exit"`
+
+	// Registration is what the Mooncake store holds of this worker's registration after the last
+	// store fault (nil: no store step ran, or the process registers nothing).
+	Registration *Registration `json:"registration,omitempty"`
+	// Restarts counts the fault steps that restarted this process; BeforeRestart is the identity
+	// it had before the first of them.
+	Restarts      int       `json:"restarts,omitempty"`
+	BeforeRestart *Identity `json:"before_restart,omitempty"`
 }
+
+// Registration is a worker's Mooncake registration as the store holds it.
+type Registration struct {
+	// Mounted: the master has the worker's segment; Published: the metadata server has both
+	// of its keys (rpc_meta and ram), which peers read to reach the segment.
+	Mounted   bool `json:"mounted"`
+	Published bool `json:"published"`
+	// Remounts is how many times the worker remounted after NEED_REMOUNT.
+	Remounts int `json:"remounts"`
+}
+
+// Identity is what a process is to the rest of the deployment: the fields that vLLM derives
+// from the command line alone, so a restart with the same command line must give them back.
+// The KV engine_id is not among them (vLLM draws a uuid4 per parse unless the
+// kv-transfer-config sets one), nor the segment name (Mooncake draws its port).
+type Identity struct {
+	Replica               string `json:"replica"`
+	DataParallelRank      int    `json:"data_parallel_rank"`
+	DataParallelRankLocal *int   `json:"data_parallel_rank_local"`
+	DataParallelIndex     int    `json:"data_parallel_index"`
+	MooncakeDPIndex       *int   `json:"mooncake_dp_index"`
+	Rank                  *int   `json:"rank"`
+	TPRank                *int   `json:"tp_rank"`
+	PPRank                *int   `json:"pp_rank"`
+	LookupPath            string `json:"lookup_path,omitempty"`
+}
+
+// IdentityOf returns p's identity.
+func IdentityOf(p Process) Identity {
+	return Identity{Replica: p.Replica, DataParallelRank: p.DataParallelRank, DataParallelRankLocal: p.DataParallelRankLocal,
+		DataParallelIndex: p.DataParallelIndex, MooncakeDPIndex: p.MooncakeDPIndex, Rank: p.Rank, TPRank: p.TPRank,
+		PPRank: p.PPRank, LookupPath: p.LookupPath}
+}
+
+// Diff lists the fields in which b differs from a, as "name a -> b".
+func (a Identity) Diff(b Identity) []string {
+	var out []string
+	str := func(name, x, y string) {
+		if x != y {
+			out = append(out, name+" "+x+" -> "+y)
+		}
+	}
+	opt := func(v *int) string {
+		if v == nil {
+			return "None"
+		}
+		return itoa(*v)
+	}
+	str("replica", a.Replica, b.Replica)
+	str("data_parallel_rank", itoa(a.DataParallelRank), itoa(b.DataParallelRank))
+	str("data_parallel_rank_local", opt(a.DataParallelRankLocal), opt(b.DataParallelRankLocal))
+	str("data_parallel_index", itoa(a.DataParallelIndex), itoa(b.DataParallelIndex))
+	str("mooncake_dp_index", opt(a.MooncakeDPIndex), opt(b.MooncakeDPIndex))
+	str("rank", opt(a.Rank), opt(b.Rank))
+	str("tp_rank", opt(a.TPRank), opt(b.TPRank))
+	str("pp_rank", opt(a.PPRank), opt(b.PPRank))
+	str("lookup_path", a.LookupPath, b.LookupPath)
+	return out
+}
+
+func itoa(v int) string { return strconv.Itoa(v) }
 
 // Lookup is what an engine core's lookup client saw.
 type Lookup struct {

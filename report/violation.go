@@ -21,12 +21,15 @@ const (
 	AddressMisrouted      Kind = "address-misrouted"
 	AddressUnreachable    Kind = "address-unreachable"
 	ProcessHung           Kind = "process-hung"
+	// IdentityChangedOnRestart: a process a fault step restarted came back with another identity
+	// than it had (DP rank, local rank, index, Mooncake DP index, ranks, lookup path, replica).
+	IdentityChangedOnRestart Kind = "identity-changed-on-restart"
 )
 
 // Kinds lists every known kind, in the order of the design contract.
 var Kinds = []Kind{ProcessCrashed, DPIndexMismatch, LookupPathCollision, LookupMisrouted, LookupUnreachable,
 	SegmentNameCollision, EngineIDCollision, EngineIDMismatch, DPIndexDuplicate, RendezvousFailed, StoreRegistrationLost,
-	AddressCollision, AddressMisrouted, AddressUnreachable, ProcessHung}
+	AddressCollision, AddressMisrouted, AddressUnreachable, ProcessHung, IdentityChangedOnRestart}
 
 // Known reports whether k is one of the contract's kinds.
 func (k Kind) Known() bool {
@@ -73,6 +76,25 @@ type Report struct {
 	// Planner says who turned the vllm serve lines into process plans: the Go model, or vLLM's own
 	// launch code (its version, commit and where it was imported from). Absent in older reports.
 	Planner *Planner `json:"planner,omitempty"`
+	// Steps is the fault timeline, one entry per step in the order the steps ran (or, in a
+	// prediction, would run); absent when the scenario has no faults.
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Step is one fault step of a report's timeline: what it did, when, and what the checks found
+// right after it (the deployment settled again).
+type Step struct {
+	Name string `json:"name"`
+	// Action is the step in words ("restart r1-follower", "steal-port engine-io of r0-head/0/api-server-0").
+	Action string `json:"action"`
+	// After is its trigger in words ("settled", "step cut", "event ready of r0-head/0/api-server-0").
+	After string `json:"after"`
+	// At is when the step acted, in seconds from the start of the run (0 in a prediction).
+	At float64 `json:"at"`
+	// Effects say what the step did to the deployment, one line each.
+	Effects []string `json:"effects,omitempty"`
+	// Violations are those the checks found after the step that were not there before it.
+	Violations []Violation `json:"violations"`
 }
 
 // Planner is who planned a report's processes (vllm.PlannerSource).

@@ -109,7 +109,7 @@ func TestShippedScenariosAreABugLibrary(t *testing.T) {
 			}
 		}
 	}
-	for _, bug := range []string{"vllm#48061", "vllm#53743", "vllm#46628", "vllm#20399", "vllm#39907"} {
+	for _, bug := range []string{"vllm#48061", "vllm#53743", "vllm#46628", "vllm#20399", "vllm#39907", "vllm#40443", "mooncake#2246"} {
 		if !fixedBugs[bug] {
 			t.Errorf("the library has no fixed scenario (so no buggy/fixed pair) for %s", bug)
 		}
@@ -117,12 +117,15 @@ func TestShippedScenariosAreABugLibrary(t *testing.T) {
 }
 
 // deployment renders what must be equal between twins: everything but name, description,
-// profile and expect.
+// profile and expect (the fault timeline too: a fix is shown against the same faults).
 func deployment(s *scenarios.Scenario) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v %v %d %v %v\n", s.Bugs, s.Model, s.GPUsPerNode, s.Env, s.Store)
 	for _, n := range s.Nodes {
 		fmt.Fprintf(&b, "%s %d %v %q\n", n.Host, n.GPUs, n.Env, n.Commands)
+	}
+	for _, st := range s.Faults {
+		fmt.Fprintf(&b, "%s: %s after %s\n", st.Name, st.Describe(), st.After)
 	}
 	return b.String()
 }

@@ -190,7 +190,7 @@ func (p *parser) list(v *yaml.Node, path, want, empty string) []*yaml.Node {
 }
 
 func (p *parser) scenario(s *Scenario, root *yaml.Node) {
-	top := p.mapping(root, "", "name", "description", "bugs", "profile", "model", "gpus_per_node", "env", "nodes", "store", "expect")
+	top := p.mapping(root, "", "name", "description", "bugs", "profile", "model", "gpus_per_node", "env", "nodes", "store", "expect", "faults")
 	if top == nil {
 		return
 	}
@@ -239,6 +239,9 @@ func (p *parser) scenario(s *Scenario, root *yaml.Node) {
 	}
 	if f, ok := top.get("expect"); ok {
 		p.expect(s, f.value)
+	}
+	if f, ok := top.get("faults"); ok {
+		p.faults(s, f.value)
 	}
 }
 

@@ -133,7 +133,7 @@ func TestParseErrors(t *testing.T) {
 		{"moe contradicts the catalog", strings.Replace(minimal, "{name: deepseek-ai/DeepSeek-V3}", "{name: deepseek-ai/DeepSeek-V3, moe: false}", 1), `x.yaml:4: model.moe: deepseek-ai/DeepSeek-V3 is a MoE model, not a dense model`},
 		{"moe not a bool", strings.Replace(minimal, "{name: deepseek-ai/DeepSeek-V3}", "{name: org/X, moe: yes}", 1), `x.yaml:4: model.moe: want true or false, got "yes"`},
 		{"unknown model field", strings.Replace(minimal, "{name: deepseek-ai/DeepSeek-V3}", "{name: deepseek-ai/DeepSeek-V3, size: 671}", 1), `x.yaml:4: model.size: unknown field`},
-		{"unknown top-level field", minimal + "gpu_per_node: 4\n", `x.yaml:8: gpu_per_node: unknown field (known: name, description, bugs, profile, model, gpus_per_node, env, nodes, store, expect)`},
+		{"unknown top-level field", minimal + "gpu_per_node: 4\n", `x.yaml:8: gpu_per_node: unknown field (known: name, description, bugs, profile, model, gpus_per_node, env, nodes, store, expect, faults)`},
 		{"bugs a string", minimal + "bugs: vllm#48061\n", `x.yaml:8: bugs: want a list of bug references like [vllm#48061], got "vllm#48061"`},
 		{"bugs empty", minimal + "bugs: []\n", `x.yaml:8: bugs: is empty`},
 		{"bug without number", minimal + "bugs: [vllm]\n", `x.yaml:8: bugs[0]: "vllm" is not a bug reference: want <repo>#<number>, like vllm#48061`},

@@ -36,6 +36,8 @@ type Scenario struct {
 	// Expect is the exact set of violation kinds the scenario must show, sorted and distinct (the
 	// form report.KindSet returns); empty means it must be healthy.
 	Expect []report.Kind
+	// Faults is the timeline of fault steps, in file order; empty when the file has none.
+	Faults []Step
 
 	// nameLine is where the name is written, for errors about it across files.
 	nameLine int

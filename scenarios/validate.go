@@ -46,6 +46,9 @@ func validate(s *Scenario, o options) error {
 	if len(p.errs) == 0 {
 		p.checkGPUs(s)
 	}
+	if len(p.errs) == 0 && len(s.Faults) > 0 {
+		p.checkFaults(s)
+	}
 	return p.err()
 }
 

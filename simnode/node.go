@@ -123,9 +123,18 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	}
 	spec := procSpec{Host: cfg.Host, Runtime: rt, Store: cfg.Store, Timeouts: cfg.Timeouts, Seed: seedNumber(cfg.Seed), Sequencer: seq.ln.Addr().String()}
 	fam := newFamily(familyConfig{
-		exe:      opts.Executable,
-		setpgid:  true,
-		spec:     func(p *vllm.ProcessPlan) procSpec { s := spec; s.Plan = p; return s },
+		exe:     opts.Executable,
+		setpgid: true,
+		spec: func(p *vllm.ProcessPlan) procSpec {
+			s := spec
+			s.Plan = p
+			for _, st := range cfg.Steals {
+				if st.Process == p.Identity.ID {
+					s.Steal = append(s.Steal, st.Channel)
+				}
+			}
+			return s
+		},
 		post:     store.PostReport,
 		exited:   seq.exited,
 		stderr:   opts.Stderr,

@@ -601,6 +601,7 @@ func (p *proc) registerSegment(ctx context.Context) *pyError {
 	defer cancel()
 	mc, err := mooncake.Setup(sctx, p.store, mooncake.Config{
 		LocalHostname: p.plan.SegmentHost,
+		Remount:       p.plan.SegmentRemount,
 		ListenIP:      p.spec.Runtime.ListenIP,
 		Rand:          p.seed(),
 		Log:           p.log,
@@ -613,6 +614,11 @@ func (p *proc) registerSegment(ctx context.Context) *pyError {
 	}
 	p.mc = mc
 	p.update(func(r *report.Process) { r.Segment = mc.Name() })
+	// The first ping after a mount answers NEED_REMOUNT: until the client acted on it, a store
+	// fault would race its own re-publication, so the worker is ready only after that beat.
+	if err := mc.Beat(sctx, st); err != nil && ctx.Err() == nil {
+		p.log.Warn("mooncake first heartbeat failed", "segment", mc.Name(), "err", err)
+	}
 	hctx, stop := context.WithCancel(context.Background())
 	p.hbStop, p.hbDone = stop, make(chan struct{})
 	go func() {

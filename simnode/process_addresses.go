@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,7 +144,12 @@ func (p *proc) probe(ctx context.Context, i int, a vllm.AddressPlan) (*report.Ha
 
 func (p *proc) bindAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyError {
 	key := p.resolve(a.Key)
-	p.update(func(r *report.Process) { r.Addresses[i].Key = key })
+	// A probe-then-bind binds the port its probe returned.
+	a.Endpoint, _ = vllm.ResolveProbed(a.Endpoint, a.Channel, a.Key, p.snapshot().Addresses)
+	p.update(func(r *report.Process) { r.Addresses[i].Key, r.Addresses[i].Endpoint = key, a.Endpoint })
+	if slices.Contains(p.spec.Steal, a.Channel) {
+		p.steal(ctx, a)
+	}
 	var l address.Listener
 	var err error
 	switch {
@@ -170,6 +176,25 @@ func (p *proc) bindAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyEr
 	}
 	p.held.listeners = append(p.held.listeners, l)
 	return nil
+}
+
+// steal is a steal-port step: the port of a TCP endpoint is bound by someone else (a listener the
+// process holds apart from its sockets, released when it exits) just before the process binds it.
+// Port 0 and ipc paths leave nothing to take (the kernel picks at the bind; libzmq takes a path
+// over). Only the first bind of the channel is taken, as the step acts once.
+func (p *proc) steal(ctx context.Context, a vllm.AddressPlan) {
+	p.spec.Steal = slices.DeleteFunc(p.spec.Steal, func(c string) bool { return c == a.Channel })
+	if !strings.HasPrefix(a.Endpoint, "tcp://") || strings.HasSuffix(a.Endpoint, ":0") {
+		p.log.Info("steal-port: nothing to take", "endpoint", a.Endpoint)
+		return
+	}
+	l, err := address.ListenTCP(ctx, p.addrNet(), a.Endpoint)
+	if err != nil {
+		p.log.Warn("steal-port: could not take the port", "endpoint", a.Endpoint, "err", err)
+		return
+	}
+	p.log.Info("steal-port: took the port", "endpoint", a.Endpoint)
+	p.held.listeners = append(p.held.listeners, l)
 }
 
 // bindFailed records a refused bind or listen and returns the exception the process raises.

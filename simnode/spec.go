@@ -20,6 +20,9 @@ type procSpec struct {
 	Seed     int64             `json:"seed"`
 	// Sequencer is the unix socket of the node's bind sequencer.
 	Sequencer string `json:"sequencer"`
+	// Steal lists the channels of this process whose TCP address the node takes before the
+	// process binds it (Config.Steals).
+	Steal []string `json:"steal,omitempty"`
 }
 
 // Phase is how far a process got in its start-up.

@@ -114,13 +114,15 @@ type statusPoster struct {
 	last   api.NodeStatus // the last status handed in
 	next   *api.NodeStatus
 	seq    int
+	boot   int64
 	wake   chan struct{}
 	closed chan struct{}
 	done   chan struct{}
 }
 
 func newStatusPoster(store *client.Client, timeout time.Duration, log *slog.Logger) *statusPoster {
-	s := &statusPoster{store: store, timeout: timeout, log: log, wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{})}
+	s := &statusPoster{store: store, timeout: timeout, log: log, boot: time.Now().UnixNano(),
+		wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s
 }
@@ -133,7 +135,7 @@ func (s *statusPoster) update(st api.NodeStatus) {
 		return
 	}
 	s.seq++
-	st.Seq = s.seq
+	st.Seq, st.Boot = s.seq, s.boot
 	s.last = st
 	s.next = &st
 	s.mu.Unlock()

@@ -20,6 +20,12 @@ func newStoreClient(urls StoreURLs, rt Runtime, opts ...client.Option) (*client.
 		t.MaxIdleConns = 512
 		t.MaxIdleConnsPerHost = 128
 		var d net.Dialer
+		// Dial from the host's own address, as a container's connections come from its own: the
+		// store then tells the hosts of a local run apart by peer (its registrations' writers, a
+		// partition's refusals).
+		if ip := net.ParseIP(rt.ListenIP); ip != nil && !ip.IsUnspecified() {
+			d.LocalAddr = &net.TCPAddr{IP: ip}
+		}
 		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			// Only the map: unlike a rendezvous address, a loopback store address is the
 			// harness's own, not this host's.

@@ -250,12 +250,31 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 	for _, dir := range []string{"input", "output"} {
 		for i := 0; i < min(pc.features.apiProcessCount, maxProcessesPerCommand); i++ {
 			ep := io
-			if ep == "" {
+			switch {
+			case ep == "":
 				what := "engine-" + dir
 				if i > 0 {
 					what += strconv.Itoa(i)
 				}
 				ep = ipc(what)
+			case cp.opts.Profile.ZMQPortAlloc == ZMQPortAllocProbe:
+				// Before PR #42585: tcp://host:<get_open_port()>, probed by the launcher and bound
+				// by the API server's client sockets (core_client.py make_zmq_socket) later: the
+				// window of vLLM#40443, which a steal-port step takes. Each bind binds its own
+				// probe's port (the key tells them apart).
+				key := dir
+				if i > 0 {
+					key += strconv.Itoa(i)
+				}
+				add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressProbe,
+					Endpoint: probeEndpoint("0.0.0.0", e), Key: key, Exercised: true,
+					Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (get_open_port(), before PR #42585)"},
+					Stage: StageConfig, Alloc: cp.alloc(e, FuncGetOpenPort, 0)})
+				add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind,
+					Endpoint: "tcp://" + hostPort(pc.DataParallelMasterIP, 0) + KeyProbedPort, Key: key, Exercised: true,
+					Source: "vllm/v1/engine/core_client.py MPClient (make_zmq_socket bind of the probed port, before PR #42585)"},
+					Stage: StageEngineInit, Flavor: BindFlavorZMQ})
+				continue
 			}
 			add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind, Endpoint: ep, Key: dir,
 				Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with LAST_ENDPOINT)"}, Stage: StageEngineInit})

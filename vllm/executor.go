@@ -92,6 +92,7 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	p.Identity.MooncakeDPIndex = intPtr(idx)
 	p.RegistersSegment = true
 	p.SegmentHost = segmentHost(cp.env, cp.node.Host)
+	p.SegmentRemount = cp.opts.Profile.MooncakeRemount
 	if pc.Rank == 0 {
 		p.BindsLookup = true
 		p.Identity.LookupPath = lookupPath(cp.env, cp.storeExtra, cp.node.Host, idx)

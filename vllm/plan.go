@@ -168,6 +168,9 @@ type ProcessPlan struct {
 	// SegmentHost is the local_hostname the store client registers under (a port is drawn from
 	// 12300–14300 when it carries none).
 	SegmentHost string `json:"segment_host,omitempty"`
+	// SegmentRemount is what the store client does when the master answers a ping NEED_REMOUNT:
+	// the profile's mooncake_remount (none, mount, republish).
+	SegmentRemount string `json:"segment_remount,omitempty"`
 	// ChildFailure is the exception this process raises when one of its children exits with an
 	// error (vLLM: the engine fails to start); "" means a child's failure does not end this process.
 	// A trailing ChildFailurePlaceholder stands for the failed children as vLLM prints them

@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/widetp/widetp/report"
 )
@@ -47,6 +48,31 @@ type AddressPlan struct {
 
 // KeyEngineID in an AddressPlan's Key stands for the process's KV engine_id when the step runs.
 const KeyEngineID = "{engine_id}"
+
+// KeyProbedPort ends a bind's Endpoint "tcp://host:0{probed}" whose port is the one the
+// process's last probe of the same channel and key returned (a probe-then-bind: the port is
+// known, and free, only until the bind).
+const KeyProbedPort = "{probed}"
+
+// ResolveProbed returns endpoint with its KeyProbedPort suffix replaced by the port that the
+// probe of channel and key in addrs returned; ok is false when no such probe has a port yet.
+// Endpoints without the suffix come back unchanged.
+func ResolveProbed(endpoint, channel, key string, addrs []report.Address) (string, bool) {
+	base, found := strings.CutSuffix(endpoint, KeyProbedPort)
+	if !found {
+		return endpoint, true
+	}
+	port := 0
+	for _, a := range addrs {
+		if a.Role == report.AddressProbe && a.Channel == channel && a.Key == key && len(a.Ports) > 0 {
+			port = a.Ports[0]
+		}
+	}
+	if port == 0 {
+		return base, false
+	}
+	return strings.TrimSuffix(base, ":0") + ":" + strconv.Itoa(port), true
+}
 
 // Bind flavors (AddressPlan.Flavor).
 const (

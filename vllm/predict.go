@@ -73,10 +73,14 @@ func Predict(d Deployment) ([]report.Process, error) {
 // PredictPlans is Predict over plans any Planner made for d (one NodePlan per node, in d's node
 // order): the paper execution does not care who planned.
 func PredictPlans(d Deployment, plans []*NodePlan) ([]report.Process, error) {
+	return (&sim{}).predict(d, plans)
+}
+
+// predict is PredictPlans on s (which may carry a timeline's steal-port steps).
+func (s *sim) predict(d Deployment, plans []*NodePlan) ([]report.Process, error) {
 	if len(plans) != len(d.Nodes) {
 		return nil, fmt.Errorf("predict %s: %d node plans for %d nodes", d.Name, len(plans), len(d.Nodes))
 	}
-	s := &sim{}
 	for i, np := range plans {
 		if np == nil || np.Host != d.Nodes[i].Host {
 			return nil, fmt.Errorf("predict %s: node %d: plan is not for host %q", d.Name, i, d.Nodes[i].Host)
@@ -89,6 +93,11 @@ func PredictPlans(d Deployment, plans []*NodePlan) ([]report.Process, error) {
 		}
 	}
 	s.run()
+	return s.records(), nil
+}
+
+// records are the sim's process records by ID, but those no run ever starts.
+func (s *sim) records() []report.Process {
 	out := make([]report.Process, 0, len(s.procs))
 	for _, p := range s.procs {
 		if !p.started && (bindFailedBelow(p) || hungAbove(p)) {
@@ -97,7 +106,7 @@ func PredictPlans(d Deployment, plans []*NodePlan) ([]report.Process, error) {
 		out = append(out, p.rec)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out
 }
 
 // simProc is one process during the paper execution.
@@ -128,6 +137,8 @@ type sim struct {
 	bound map[string]*simProc
 	// addrs is the paper state of the address steps (predict_addresses.go).
 	addrs *addrState
+	// steals are the steal-port steps of a timeline (predict_faults.go).
+	steals *steals
 }
 
 func (s *sim) add(plan *ProcessPlan, parent *simProc) *simProc {

@@ -68,15 +68,19 @@ func (s *sim) addressesAt(p *simProc, st Stage) (ok bool, ev *exitEvent) {
 		case report.AddressBind:
 			key := resolveKey(a.Key, p)
 			rec.Key = key
+			endpoint, _ := ResolveProbed(a.Endpoint, a.Channel, a.Key, p.rec.Addresses)
+			rec.Endpoint = endpoint
 			// Linux refuses a bind next to a listener of the port (SO_REUSEADDR or not), unless
-			// both set SO_REUSEPORT; an ipc bind never fails (libzmq takes the path over).
-			if held := st2.listener(p.rec.Host, a.Endpoint, a.ReusePort); held != nil && a.Flavor != "" && !strings.HasPrefix(a.Endpoint, "ipc://") {
-				rec.Error = BindErrorText(a.Flavor, a.Endpoint, AddrInUseErrno, "Address already in use")
+			// both set SO_REUSEPORT; an ipc bind never fails (libzmq takes the path over). A
+			// steal-port step holds a port the process learnt before it binds it.
+			held := st2.listener(p.rec.Host, endpoint, a.ReusePort) != nil || s.steals.take(p, a.Channel, endpoint)
+			if held && a.Flavor != "" && !strings.HasPrefix(endpoint, "ipc://") {
+				rec.Error = BindErrorText(a.Flavor, endpoint, AddrInUseErrno, "Address already in use")
 				return false, &exitEvent{p, 1, rec.Error}
 			}
 			st2.seq[p.rec.Host]++
 			rec.BindSeq = st2.seq[p.rec.Host]
-			st2.binds[p.rec.Host] = append(st2.binds[p.rec.Host], &heldBind{p: p, endpoint: a.Endpoint, key: key,
+			st2.binds[p.rec.Host] = append(st2.binds[p.rec.Host], &heldBind{p: p, endpoint: endpoint, key: key,
 				listening: a.ListenAt == "", reusePort: a.ReusePort})
 		case report.AddressOpen:
 			rec.Key = resolveKey(a.Key, p)

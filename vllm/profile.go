@@ -41,6 +41,10 @@ type Profile struct {
 	StartRankZero string `json:"start_rank_zero"`
 	// DPLaunchChecks is how create_engine_config refuses an invalid data-parallel launch (PR #49124).
 	DPLaunchChecks string `json:"dp_launch_checks"`
+	// The fault rules (profile_faults.go): how the front end's ZMQ sockets get their ports
+	// (PR #42585) and what a Mooncake client does on NEED_REMOUNT (Mooncake PRs #845, #2077).
+	ZMQPortAlloc    string `json:"zmq_port_alloc"`
+	MooncakeRemount string `json:"mooncake_remount"`
 }
 
 // Change values. The first value of each Change is the older behaviour.

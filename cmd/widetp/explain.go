@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/widetp/widetp/check"
+	"github.com/widetp/widetp/harness"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/report/htmlreport"
 	"github.com/widetp/widetp/scenarios"
@@ -20,8 +20,10 @@ const explainDescription = `
 Prints, without starting anything, every process the scenario's vllm serve lines start and the
 identity vLLM gives each one under the profile, the addresses each binds, opens, dials, probes or
 advertises (API ports, handshakes, port allocators, KV connector side channels, shared regions),
-the replicas they form, and the violations the checks find in that prediction. The exit code compares the predicted violation kinds with the
-scenario's expect: 0 equal, 1 different, 2 bad input.
+the replicas they form, and the violations the checks find in that prediction. A scenario with
+faults: also gets its timeline: each step, what the model predicts it does, and the violations
+found after it (the tables then show the deployment after the last step). The exit code compares
+the predicted violation kinds with the scenario's expect: 0 equal, 1 different, 2 bad input.
 
 --profile overrides the file's profile: a name (main, main-455edc0, pre-48061) or base,change=value,...
 (main,mooncake_dp_index=legacy). --html FILE also writes the prediction as a self-contained HTML
@@ -87,14 +89,14 @@ func explain(args []string, stdout, stderr io.Writer) int {
 		return plannerExit(err)
 	}
 	defer release()
-	procs, err := predictWith(context.Background(), pl, s)
+	pred, err := harness.Predict(context.Background(), pl, s)
 	if err != nil {
 		fmt.Fprintf(stderr, "widetp explain: %s: predict: %v\n", s.File, err)
 		return exitBadInput
 	}
-	predicted := time.Now()
-	violations := check.Run(procs)
+	procs, violations := pred.Processes, pred.Violations
 	checked := time.Now()
+	predicted := checked.Add(-pred.Checking)
 
 	rep := report.Report{
 		Scenario:   s.Name,
@@ -110,6 +112,7 @@ func explain(args []string, stdout, stderr io.Writer) int {
 			"check":   checked.Sub(predicted).Seconds(),
 		},
 		Planner: reportPlanner(pl),
+		Steps:   pred.Steps,
 	}
 	if len(violations) > 0 {
 		rep.Verdict = "fail"

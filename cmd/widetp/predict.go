@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
@@ -12,16 +10,6 @@ import (
 // report them.
 func predict(s *scenarios.Scenario) ([]report.Process, error) {
 	return vllm.Predict(s.Deployment())
-}
-
-// predictWith is predict over the plans of any planner.
-func predictWith(ctx context.Context, pl vllm.Planner, s *scenarios.Scenario) ([]report.Process, error) {
-	d := s.Deployment()
-	plans, err := pl.PlanDeployment(ctx, d)
-	if err != nil {
-		return nil, err
-	}
-	return vllm.PredictPlans(d, plans)
 }
 
 // reportPlanner is a planner's source as a report records it.

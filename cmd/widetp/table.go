@@ -49,6 +49,7 @@ func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []r
 
 	fmt.Fprintln(w, "\nreplicas")
 	writeReplicas(w, rep.Processes)
+	writeTimeline(w, rep.Steps, seen)
 
 	fmt.Fprintf(w, "\nviolations (%d)\n", len(rep.Violations))
 	for _, v := range rep.Violations {
@@ -62,6 +63,31 @@ func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []r
 		verdict = "NOT as expected"
 	}
 	fmt.Fprintf(w, "\nexpected %s, %s %s: %s\n", kinds(rep.Expected), seen, kinds(got), verdict)
+}
+
+// writeTimeline prints a fault timeline: each step, its trigger, what it did and the violations
+// first found after it (the tables above are the deployment after the last step).
+func writeTimeline(w io.Writer, steps []report.Step, seen string) {
+	if len(steps) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\ntimeline (%d steps; the tables above are the deployment after the last)\n", len(steps))
+	for i, st := range steps {
+		at := ""
+		if st.At > 0 {
+			at = fmt.Sprintf(" at %.2f s", st.At)
+		}
+		fmt.Fprintf(w, "  %d. %s: %s (after %s)%s\n", i+1, st.Name, st.Action, st.After, at)
+		for _, e := range st.Effects {
+			fmt.Fprintf(w, "       %s\n", e)
+		}
+		if len(st.Violations) == 0 {
+			fmt.Fprintf(w, "       %s after it: nothing new\n", seen)
+		}
+		for _, v := range st.Violations {
+			fmt.Fprintf(w, "       %s after it: %s\n", seen, v.Message)
+		}
+	}
 }
 
 func writeProcessTable(w io.Writer, procs []report.Process) {

@@ -345,6 +345,9 @@ type NodeStatus struct {
 	Pending []string `json:"pending,omitempty"`
 	// Seq counts the node's posts, so that a reader can tell a newer status from an older one.
 	Seq int `json:"seq"`
+	// Boot tells the node program's runs apart (its start time, Unix nanoseconds): a node that
+	// restarted counts its Seq from 1 again, and its statuses replace those of the run before.
+	Boot int64 `json:"boot,omitempty"`
 }
 
 // Fault kinds.
@@ -355,11 +358,12 @@ const (
 	FaultStatus      = "status"       // answer Status (metadata/admin) or Code (master) with the real body
 	FaultRestart     = "restart"      // lose all state now (clients then see NEED_REMOUNT)
 	FaultLoseKeys    = "lose-keys"    // lose one worker's keys and mount now (by Segment or Peer)
+	FaultWipe        = "wipe"         // lose every metadata key now; the master keeps its clients
 	FaultIgnorePings = "ignore-pings" // pings of Client (or from Peer) do not keep it alive
 )
 
 // FaultKinds lists every fault kind.
-var FaultKinds = []string{FaultLatency, FaultDrop, FaultRefuse, FaultStatus, FaultRestart, FaultLoseKeys, FaultIgnorePings}
+var FaultKinds = []string{FaultLatency, FaultDrop, FaultRefuse, FaultStatus, FaultRestart, FaultLoseKeys, FaultIgnorePings, FaultWipe}
 
 // Fault is one injected failure. Scope fields left empty match everything. A fault with Count
 // shapes that many matching requests; with Duration it lasts that long; with neither it lasts

@@ -120,9 +120,11 @@ func (f Fault) Validate() error {
 	return nil
 }
 
-// Immediate reports whether the fault acts once when set (restart, lose-keys) rather than shaping
+// Immediate reports whether the fault acts once when set (restart, lose-keys, wipe) rather than shaping
 // requests.
-func (f Fault) Immediate() bool { return f.Kind == FaultRestart || f.Kind == FaultLoseKeys }
+func (f Fault) Immediate() bool {
+	return f.Kind == FaultRestart || f.Kind == FaultLoseKeys || f.Kind == FaultWipe
+}
 
 // Glob reports whether name matches pattern, where * matches any run of characters (slashes
 // included: keys are paths like mooncake/rpc_meta/h:1) and ? any one character.

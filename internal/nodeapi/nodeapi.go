@@ -116,6 +116,16 @@ type Config struct {
 	// plans them all (vllm.PlanDeployment), since some processes dial another node's by what it
 	// advertises (a NIXL kv_consumer's workers dial the producers' side channels).
 	Deployment []DeploymentNode `json:"deployment,omitempty"`
+	// Steals are a fault timeline's steal-port steps on this node: the node binds the port of
+	// each named address of a process between the moment the process learnt it (its probe) and
+	// its own bind, so a probe-then-bind race comes out the same on every run.
+	Steals []Steal `json:"steals,omitempty"`
+}
+
+// Steal names the address a steal-port step takes: a channel of one process's addresses.
+type Steal struct {
+	Process string `json:"process"`
+	Channel string `json:"channel"`
 }
 
 // DeploymentNode is one node of Config.Deployment: what vllm.Node needs.

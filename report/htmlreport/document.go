@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/widetp/widetp/report"
 )
@@ -103,7 +104,19 @@ func Decode(b []byte) (*Document, error) {
 		}
 	}
 	doc := &Document{}
-	if err := json.Unmarshal(b, &doc.Report); err != nil {
+	// The timeline is kept field by field below, whatever its steps carry: the typed report sees
+	// none of it, so that a step with fields report.Step lacks (or of other types) still decodes.
+	typed := b
+	if _, ok := top["steps"]; ok {
+		rest := make(map[string]json.RawMessage, len(top))
+		for k, v := range top {
+			if k != "steps" {
+				rest[k] = v
+			}
+		}
+		typed, _ = json.Marshal(rest)
+	}
+	if err := json.Unmarshal(typed, &doc.Report); err != nil {
 		return nil, fmt.Errorf("decode report: %w", err)
 	}
 	if err := json.Unmarshal(top["processes"], &doc.Records); err != nil {
@@ -171,9 +184,34 @@ func orderedFields(raw json.RawMessage) ([]Field, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, fmt.Errorf("field %q: %w", name, err)
 		}
-		out = append(out, Field{Name: name, Value: valueText(v)})
+		out = append(out, Field{Name: name, Value: stepValueText(name, v)})
 	}
 	return out, nil
+}
+
+// stepValueText renders a step's field: its violations (report.Step) one "kind: message" a line,
+// its effects one a line, anything else as valueText does.
+func stepValueText(name string, raw json.RawMessage) string {
+	switch name {
+	case "violations":
+		var vs []report.Violation
+		if json.Unmarshal(raw, &vs) == nil {
+			lines := make([]string, len(vs))
+			for i, v := range vs {
+				lines[i] = v.Message
+				if lines[i] == "" {
+					lines[i] = string(v.Kind)
+				}
+			}
+			return strings.Join(lines, "\n")
+		}
+	case "effects":
+		var es []string
+		if json.Unmarshal(raw, &es) == nil {
+			return strings.Join(es, "\n")
+		}
+	}
+	return valueText(raw)
 }
 
 // valueText renders a JSON value for a reader: a string without its quotes, anything else as

@@ -181,17 +181,18 @@ type hostLinks struct {
 
 // kindAbout says in a few words what each violation kind means (README, "widetp explain").
 var kindAbout = map[report.Kind]string{
-	report.ProcessCrashed:        "a process exited with an error nobody asked for",
-	report.DPIndexMismatch:       "a process's Mooncake DP index differs from its replica's global DP index",
-	report.LookupPathCollision:   "two live lookup servers on one host bound the same ipc path",
-	report.LookupMisrouted:       "an engine's lookup was answered by another replica's server",
-	report.LookupUnreachable:     "an engine's lookup got no answer",
-	report.SegmentNameCollision:  "two live workers hold the same Mooncake segment name",
-	report.EngineIDCollision:     "engines of different replicas share a KV engine_id",
-	report.EngineIDMismatch:      "processes of one replica hold different KV engine_ids",
-	report.DPIndexDuplicate:      "two replicas of one deployment have the same global DP index",
-	report.RendezvousFailed:      "a barrier's members did not all arrive",
-	report.StoreRegistrationLost: "a worker did not register again after a store fault",
+	report.ProcessCrashed:           "a process exited with an error nobody asked for",
+	report.DPIndexMismatch:          "a process's Mooncake DP index differs from its replica's global DP index",
+	report.LookupPathCollision:      "two live lookup servers on one host bound the same ipc path",
+	report.LookupMisrouted:          "an engine's lookup was answered by another replica's server",
+	report.LookupUnreachable:        "an engine's lookup got no answer",
+	report.SegmentNameCollision:     "two live workers hold the same Mooncake segment name",
+	report.EngineIDCollision:        "engines of different replicas share a KV engine_id",
+	report.EngineIDMismatch:         "processes of one replica hold different KV engine_ids",
+	report.DPIndexDuplicate:         "two replicas of one deployment have the same global DP index",
+	report.RendezvousFailed:         "a barrier's members did not all arrive",
+	report.StoreRegistrationLost:    "a worker did not register again after a store fault",
+	report.IdentityChangedOnRestart: "a restarted process came back with another identity",
 }
 
 func newPage(doc *Document, c config) (*page, error) {

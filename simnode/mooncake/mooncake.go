@@ -32,6 +32,10 @@ const (
 	// HeartbeatInterval is the master client's ping period: Mooncake's client pings once a second,
 	// well inside the master's default 10 s client TTL.
 	HeartbeatInterval = time.Second
+	// What a client does on NEED_REMOUNT (Config.Remount); the values of vllm's mooncake_remount.
+	RemountNone      = "none"
+	RemountMount     = "mount"
+	RemountRepublish = "republish"
 	// KeyPrefix is the metadata key prefix of a cluster without a cluster id.
 	KeyPrefix = "mooncake/"
 	// DefaultSegmentSize is vLLM's Mooncake store default global_segment_size (3200 MiB).
@@ -56,6 +60,11 @@ type Config struct {
 	Log       *slog.Logger
 	// OnRegistered is called after setup and after every remount (with the number of remounts).
 	OnRegistered func(remounts int)
+	// Remount is what the heartbeat does on NEED_REMOUNT (vllm.MooncakeRemount*): "republish"
+	// (the default: remount and write both metadata keys again, Mooncake PR #2077), "mount"
+	// (remount only, Mooncake PR #845 before #2077: issue #2246) or "none" (keep pinging, never
+	// remount: a client without the non-HA heartbeat remount of PR #845).
+	Remount string
 }
 
 func (c *Config) defaults() error {
@@ -79,6 +88,13 @@ func (c *Config) defaults() error {
 	}
 	if c.OnRegistered == nil {
 		c.OnRegistered = func(int) {}
+	}
+	switch c.Remount {
+	case "":
+		c.Remount = RemountRepublish
+	case RemountNone, RemountMount, RemountRepublish:
+	default:
+		return fmt.Errorf("mooncake setup: remount %q: want none, mount or republish", c.Remount)
 	}
 	return nil
 }
@@ -258,6 +274,11 @@ func (c *Client) deleteKeys(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Beat is one heartbeat now: a Ping, and what the client does when it answers NEED_REMOUNT. A
+// node beats once right after setup, before it calls the worker ready: the master answers the
+// first Ping after a mount NEED_REMOUNT, so the registration is stable only after that beat.
+func (c *Client) Beat(ctx context.Context, timeout time.Duration) error { return c.beat(ctx, timeout) }
+
 // Run is the heartbeat: a Ping every period; NEED_REMOUNT re-mounts the segment and re-publishes
 // both keys (after a master restart, the metadata is gone too). It returns when ctx ends. Failed
 // pings are logged and retried on the next beat, as the real client does while the master is away.
@@ -283,11 +304,15 @@ func (c *Client) beat(ctx context.Context, timeout time.Duration) error {
 	if err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
-	if resp.ClientStatus != api.ClientNeedRemount {
+	if resp.ClientStatus != api.ClientNeedRemount || c.cfg.Remount == RemountNone {
 		return nil
 	}
 	if err := c.store.ReMountSegment(ctx, c.clientID, []api.Segment{c.segment}); err != nil {
 		return fmt.Errorf("remount: %w", err)
+	}
+	if c.cfg.Remount == RemountMount {
+		c.countRemount()
+		return nil
 	}
 	var errs []error
 	// Re-publishing an unchanged rpc_meta is "metadata unchanged" on the cpp server, a refusal on
@@ -298,12 +323,16 @@ func (c *Client) beat(ctx context.Context, timeout time.Duration) error {
 	if err := c.putRAM(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	c.countRemount()
+	return errors.Join(errs...)
+}
+
+func (c *Client) countRemount() {
 	c.mu.Lock()
 	c.remounts++
 	n := c.remounts
 	c.mu.Unlock()
 	c.cfg.OnRegistered(n)
-	return errors.Join(errs...)
 }
 
 // Close unregisters cleanly: unmount the segment and delete both metadata keys.

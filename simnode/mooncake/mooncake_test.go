@@ -263,3 +263,60 @@ func TestStoreDown(t *testing.T) {
 		t.Fatalf("Setup with the store down: %v", err)
 	}
 }
+
+// TestRemountRules: what a client does when a restarted master answers its Ping NEED_REMOUNT is
+// its Mooncake version's (mooncake-store/src/client_service.cpp): remount and re-publish both keys
+// (PR #2077), remount only (PR #845, the state of issue #2246), or nothing.
+func TestRemountRules(t *testing.T) {
+	for _, tc := range []struct {
+		remount            string
+		mounted, published bool
+	}{
+		{RemountRepublish, true, true},
+		{RemountMount, true, false},
+		{RemountNone, false, false},
+	} {
+		t.Run(tc.remount, func(t *testing.T) {
+			s, c := startStore(t, fakestore.FlavorCPP)
+			mc, err := Setup(ctxT(t), c, Config{LocalHostname: "h", Rand: seeded(7), Heartbeat: 10 * time.Millisecond, Remount: tc.remount})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { mc.Run(ctx, bound); close(done) }()
+			defer func() { cancel(); <-done }()
+			resp, err := c.Events(ctxT(t), 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Restart()
+			// Two pings after the restart: the first answered NEED_REMOUNT, and the heartbeat acts
+			// on it before it sends the second.
+			since := resp.LastSeq
+			for i := 0; i < 2; i++ {
+				ev, err := c.WaitFor(ctxT(t), since, func(e api.Event) bool { return e.Op == api.OpPing && e.Key == mc.ClientID() })
+				if err != nil {
+					t.Fatalf("ping %d after the restart: %v", i+1, err)
+				}
+				since = ev.Seq
+			}
+			segs, err := c.AllSegments(ctxT(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := slices.Contains(segs, mc.Name()); got != tc.mounted {
+				t.Errorf("segment mounted %v, want %v (segments %v)", got, tc.mounted, segs)
+			}
+			for _, k := range []string{"rpc_meta/", "ram/"} {
+				_, err := c.Get(ctxT(t), "mooncake/"+k+mc.Name())
+				if got := err == nil; got != tc.published {
+					t.Errorf("%s published %v (%v), want %v", k, got, err, tc.published)
+				}
+			}
+		})
+	}
+	if _, err := Setup(ctxT(t), nil, Config{LocalHostname: "h", Remount: "sometimes"}); err == nil || !strings.Contains(err.Error(), `remount "sometimes"`) {
+		t.Errorf("an unknown remount rule: %v", err)
+	}
+}
