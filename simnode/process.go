@@ -545,6 +545,9 @@ func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 		}
 		if rp.Hello != nil {
 			m.Hello, _ = json.Marshal(rp.Hello) // a struct of ints and bools always marshals
+			// The engine's handshake socket is ZMQ (vllm/v1/engine/core.py startup_handshake): a
+			// front end that goes away is never seen to, and the engine waits out its time.
+			m.Lost = vllm.HandshakeNoAnswer
 		}
 		if rp.Rank == 0 {
 			m.Screen = screen(rp.Expect)

@@ -56,7 +56,7 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 
 	conn.SetDeadline(time.Now().Add(cfg.Timeout + verdictGrace))
 	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID, Value: m.Value, Hello: m.Hello}); err != nil {
-		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
+		return Result{}, lostRank0(ctx, m, connectBy, cfg.Timeout+verdictGrace, err)
 	}
 	// Decoded as it arrives: a buffer of the bound up front would cost every member of a large
 	// world that much at once.
@@ -67,25 +67,31 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 		if errors.As(err, &se) || errors.As(err, &te) {
 			return Result{}, &Error{Python: fmt.Sprintf("RuntimeError: rendezvous at %s: rank 0's answer is not a verdict: %v", m.Address, err)}
 		}
-		return Result{}, lostRank0(ctx, m, cfg.Timeout+verdictGrace, err)
+		return Result{}, lostRank0(ctx, m, connectBy, cfg.Timeout+verdictGrace, err)
 	}
 	if v.Hold {
 		// Rank 0 refused the barrier and is going down; this member is its own child and waits to
 		// be stopped with it, or gives up when its time runs out.
 		conn.Close()
-		t := time.NewTimer(time.Until(connectBy.Add(cfg.Timeout + verdictGrace)))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return Result{}, ctx.Err()
-		case <-t.C:
-			return Result{}, &Error{Python: v.Error, Missing: v.Missing}
-		}
+		return Result{}, waitOut(ctx, connectBy.Add(cfg.Timeout+verdictGrace), &Error{Python: v.Error, Missing: v.Missing})
 	}
 	if !v.OK {
 		return Result{}, &Error{Python: v.Error, Missing: v.Missing}
 	}
 	return Result{Values: v.Values}, nil
+}
+
+// waitOut waits until the member is stopped (ctx: its parent ends it) or until deadline, when it
+// gives up with err.
+func waitOut(ctx context.Context, deadline time.Time, err *Error) error {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return err
+	}
 }
 
 // maxVerdict bounds rank 0's answer: it carries every member's value (a KV engine_id: ~50 bytes
@@ -107,9 +113,13 @@ func dial(ctx context.Context, cfg Config, host, port string) (net.Conn, error) 
 
 // lostRank0 is a connection to rank 0 that broke (or stayed silent past the bound) before its
 // verdict: rank 0 is the member known to be gone.
-func lostRank0(ctx context.Context, m Member, wait time.Duration, err error) error {
+func lostRank0(ctx context.Context, m Member, connectBy time.Time, wait time.Duration, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if m.Lost != "" {
+		// A ZMQ peer: the disconnect is invisible; the member waits for an answer that never comes.
+		return waitOut(ctx, connectBy.Add(wait), &Error{Python: m.Lost, Missing: []string{rankName(0)}})
 	}
 	if ne, ok := err.(net.Error); ok && ne.Timeout() {
 		// torch's store client raises this when a wait on the master outlives its timeout.

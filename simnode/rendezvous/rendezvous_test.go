@@ -459,3 +459,61 @@ func TestScreenLateRefusalCompletesTheBarrier(t *testing.T) {
 		t.Errorf("rank 0's late refusal = %q", res.Late)
 	}
 }
+
+// TestLostRank0: rank 0 accepts a member's connection and closes it without an answer (a front
+// end that raised and exited). torch's store client fails at once with DistNetworkError; a ZMQ
+// handshake member (Lost: an engine core's startup_handshake in vllm/v1/engine/core.py) sees no
+// disconnect and waits — until it is stopped, or its time runs out and it raises Lost.
+func TestLostRank0(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	const lost = "RuntimeError: no answer from the front end"
+	torch := Member{Kind: "dp", Address: addr, WorldSize: 2, Rank: 1, ID: "h/0/engine-core-1"}
+	zmq := torch
+	zmq.Lost = lost
+
+	var re *Error
+	if err := joinErr(context.Background(), torch, cfg(time.Hour)); !errors.As(err, &re) || !strings.HasPrefix(re.Python, "torch.distributed.DistNetworkError") {
+		t.Errorf("torch member: %v, want DistNetworkError at once", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- joinErr(ctx, zmq, cfg(time.Hour)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("ZMQ member returned %v before it was stopped", err)
+	default:
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("stopped ZMQ member: %v, want context.Canceled", err)
+		}
+	case <-time.After(timeout):
+		t.Fatal("stopped ZMQ member did not return")
+	}
+
+	start := time.Now()
+	bound := 300 * time.Millisecond
+	if err := joinErr(context.Background(), zmq, cfg(bound)); !errors.As(err, &re) || re.Python != lost || !slices.Equal(re.Missing, []string{rankName(0)}) {
+		t.Errorf("ZMQ member at its time-out: %v, want %q", err, lost)
+	}
+	if waited := time.Since(start); waited < bound {
+		t.Errorf("ZMQ member gave up after %v, before its bound %v", waited, bound)
+	}
+}
