@@ -76,8 +76,7 @@ type Session struct {
 }
 
 // StartSession opens the runtime, starts the cluster of s, waits for it to settle, follows its
-// fault timeline (RunTimeline) and reads its
-// report: the first half of Run, for callers that look at the live cluster before Finish (a
+// fault timeline (RunTimeline) and reads its report: the first half of Run, for callers that look at the live cluster before Finish (a
 // suite's further checks, fault injection). The error is nil only when a report was read; the
 // session is nil only when nothing started (a ScenarioError, or the runtime's own error) and
 // must otherwise be finished whatever the error.

@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"net"
 	"net/http"
+	"syscall"
 
 	"github.com/widetp/widetp/fakestore/client"
 )
@@ -25,6 +26,19 @@ func newStoreClient(urls StoreURLs, rt Runtime, opts ...client.Option) (*client.
 		// partition's refusals).
 		if ip := net.ParseIP(rt.ListenIP); ip != nil && !ip.IsUnspecified() {
 			d.LocalAddr = &net.TCPAddr{IP: ip}
+			// The kernel draws the source port from the ephemeral range on the host's own address,
+			// where the simulated processes bind their ports too: SO_REUSEADDR lets a later
+			// listener (which sets it too: libzmq, Go) bind a port one of these connections uses,
+			// as it could while they came from another address.
+			d.Control = func(_, _ string, c syscall.RawConn) error {
+				var serr error
+				if err := c.Control(func(fd uintptr) {
+					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+				}); err != nil {
+					return err
+				}
+				return serr
+			}
 		}
 		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			// Only the map: unlike a rendezvous address, a loopback store address is the
