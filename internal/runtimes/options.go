@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
+	"sync/atomic"
 	"time"
 )
 
@@ -136,4 +138,18 @@ func NewConfig(opts ...Option) Config {
 		o(&cfg)
 	}
 	return cfg
+}
+
+// floorSeq numbers this process's floor measurements (their run ids), whichever runtime's.
+var floorSeq atomic.Int64
+
+// FloorConfig is the validated config of one floor measurement (widetp bench): opts, with a run
+// id of its own ("floor-<pid>-<n>") so that its resources carry labels the sweep knows.
+func FloorConfig(opts ...Option) (Config, error) {
+	cfg := NewConfig(opts...)
+	cfg.RunID = fmt.Sprintf("floor-%d-%d", os.Getpid(), floorSeq.Add(1))
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("floor: %w", err)
+	}
+	return cfg, nil
 }

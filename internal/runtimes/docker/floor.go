@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -16,9 +14,6 @@ import (
 	"github.com/widetp/widetp/internal/runtimes"
 )
 
-// floorSeq numbers this process's floor measurements (their run ids).
-var floorSeq atomic.Int64
-
 // Floor measures what starting n hosts costs Docker with no harness around it — the bar a run is
 // compared with (widetp bench): a new network and n FROM scratch containers of the widetp image
 // (each on the network with a tmpfs /tmp, as a host), created and started in parallel, waited for
@@ -26,10 +21,9 @@ var floorSeq atomic.Int64
 // network. Everything it makes carries the run and owner labels, so the sweep removes it if the
 // measurement dies half-way. The image is built (or found) first, untimed.
 func Floor(ctx context.Context, n int, opts ...runtimes.Option) (time.Duration, error) {
-	cfg := runtimes.NewConfig(opts...)
-	cfg.RunID = fmt.Sprintf("floor-%d-%d", os.Getpid(), floorSeq.Add(1))
-	if err := cfg.Validate(); err != nil {
-		return 0, fmt.Errorf("floor: %w", err)
+	cfg, err := runtimes.FloorConfig(opts...)
+	if err != nil {
+		return 0, err
 	}
 	return dockerFloor(ctx, cfg, n)
 }

@@ -6,21 +6,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync/atomic"
 	"time"
 
 	"github.com/widetp/widetp/internal/runtimes"
 )
 
-var floorSeq atomic.Int64
-
 // Floor is the bar a local run is compared with (widetp bench): n processes of the widetp binary
 // (`widetp ipcls DIR`, which lists and exits) started in parallel and waited for.
 func Floor(ctx context.Context, n int, opts ...runtimes.Option) (time.Duration, error) {
-	cfg := runtimes.NewConfig(opts...)
-	cfg.RunID = fmt.Sprintf("floor-%d-%d", os.Getpid(), floorSeq.Add(1))
-	if err := cfg.Validate(); err != nil {
-		return 0, fmt.Errorf("floor: %w", err)
+	cfg, err := runtimes.FloorConfig(opts...)
+	if err != nil {
+		return 0, err
 	}
 	return localFloor(ctx, cfg, n)
 }
