@@ -1,16 +1,20 @@
 package harness
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/fakestore/api"
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 )
@@ -18,8 +22,8 @@ import (
 // The fault timeline of a scenario (its `faults:`), followed on a settled cluster: each step waits
 // for its trigger on the store's event log, acts through the Runtime or the store, and the
 // cluster settles again before the checks run; the deaths a step caused are the step's, not
-// infrastructure failures. Only the Runtime's Kill, Restart, Pause and Unpause are used, so this
-// file moves with the runtimes unchanged.
+// infrastructure failures. The Runtime's Kill, Restart, Pause and Unpause act on hosts; its Exec
+// reaches a host's node program for single processes (`widetp node ctl`).
 
 // timeline is what a cluster remembers of the steps it ran, to rewrite the records the store
 // holds: the store keeps each process's last word, and a process killed with its node never
@@ -37,8 +41,16 @@ type timeline struct {
 	// partitions are the store faults each partition step added, by step name (a heal removes them).
 	partitions map[string][]string
 	steps      []report.Step
+	// ended are the processes a kill step of single processes ended (the target and what went
+	// down with it), by the pid of the instance that step ended.
+	ended map[string]endedBy
 	// found is every violation found after start-up or after a step.
 	found []report.Violation
+}
+
+type endedBy struct {
+	pid  int
+	step string
 }
 
 // ErrFaultUnsupported is a step a live runtime cannot take yet; the run reports it as an
@@ -110,7 +122,7 @@ func (c *Cluster) timeline() *timeline {
 	defer c.mu.Unlock()
 	if c.tl == nil {
 		c.tl = &timeline{killed: map[string]string{}, restarts: map[string]int{}, before: map[string]report.Identity{},
-			partitions: map[string][]string{}}
+			partitions: map[string][]string{}, ended: map[string]endedBy{}}
 	}
 	return c.tl
 }
@@ -156,6 +168,120 @@ func (c *Cluster) follow(ctx context.Context, since uint64, fn func(api.Event) (
 	}
 }
 
+// splitTargets separates a step's host targets from its process targets.
+func splitTargets(targets []string) (hosts, procs []string) {
+	for _, t := range targets {
+		if scenarios.IsProcess(t) {
+			procs = append(procs, t)
+		} else {
+			hosts = append(hosts, t)
+		}
+	}
+	return hosts, procs
+}
+
+// actProcesses kills or restarts single processes: the node program of each target's host does it
+// (`widetp node ctl`, reached with the Runtime's Exec), and the step waits until that host posted a
+// settled status that counts the request. A kill's consequences are the node's simulation of
+// vLLM (a worker's executor and its engine go down with it); every process that was live before
+// the step and exited after it, in the same instance (pid), exited because of the step.
+func (c *Cluster) actProcesses(ctx context.Context, st scenarios.Step, targets []string, procs []report.Process, since uint64) ([]string, error) {
+	t := c.timeline()
+	op := nodeapi.CtlKill
+	if st.Action == scenarios.ActRestart {
+		op = nodeapi.CtlRestart
+	}
+	livePID := map[string]int{}
+	for _, p := range procs {
+		if p.Exit == nil {
+			livePID[p.ID] = p.PID
+		}
+	}
+	if op == nodeapi.CtlRestart {
+		t.mu.Lock()
+		for _, p := range procs {
+			for _, tg := range targets {
+				if p.ID == tg || strings.HasPrefix(p.ID, tg+"/") {
+					if t.restarts[p.ID] == 0 {
+						t.before[p.ID] = report.IdentityOf(p)
+					}
+					t.restarts[p.ID]++
+				}
+			}
+		}
+		t.mu.Unlock()
+	}
+	var effects []string
+	for _, tg := range targets {
+		host, _, _ := strings.Cut(tg, "/")
+		from, err := c.lastSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out, err := c.rt.Exec(ctx, host, "node", nodeapi.CtlCommand, op, tg)
+		var rep nodeapi.CtlReply
+		if jerr := json.Unmarshal(bytes.TrimSpace(out), &rep); jerr != nil && err == nil {
+			err = fmt.Errorf("the node's reply %q: %w", out, jerr)
+		}
+		if err != nil {
+			if rep.Error != "" {
+				return nil, fmt.Errorf("%s %s: the node of %s refused: %s", op, tg, host, rep.Error)
+			}
+			return nil, fmt.Errorf("%s %s: %w", op, tg, err)
+		}
+		if err := c.waitActs(ctx, host, rep.Acts, from); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", op, tg, err)
+		}
+		effects = append(effects, rep.Detail)
+	}
+	if op == nodeapi.CtlKill {
+		after, err := c.client.Reports(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the processes' records: %w", err)
+		}
+		var ended []string
+		t.mu.Lock()
+		for _, p := range after {
+			if pid, ok := livePID[p.ID]; ok && p.Exit != nil && p.PID == pid {
+				t.ended[p.ID] = endedBy{pid: pid, step: st.Name}
+				ended = append(ended, p.ID)
+			}
+		}
+		t.mu.Unlock()
+		sort.Strings(ended)
+		effects = append(effects, fmt.Sprintf("%d process(es) ended: %s", len(ended), strings.Join(ended, ", ")))
+	} else {
+		effects = append(effects, "the deployment settled again")
+	}
+	return effects, nil
+}
+
+// waitActs waits until host posted, after seq since, a settled status that counts acts control
+// requests.
+func (c *Cluster) waitActs(ctx context.Context, host string, acts int, since uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.settle)
+	defer cancel()
+	err := c.follow(ctx, since, func(e api.Event) (bool, error) {
+		if e.Plane != api.PlaneTest || e.Op != "nodes" || e.Method != "POST" || e.Key != host {
+			return false, nil
+		}
+		sts, err := c.client.NodeStatuses(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, st := range sts {
+			if st.Host == host && st.Acts >= acts && st.Settled {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for %s to settle: %w", host, err)
+	}
+	return nil
+}
+
 // applyTimeline rewrites records as the steps left them: a process whose node a step killed has
 // exited by that step (it could not report it), a process of a restarted node carries who it was
 // before, and after a store step each worker carries what the store holds of its registration.
@@ -170,6 +296,12 @@ func (c *Cluster) applyTimeline(ctx context.Context, procs []report.Process) err
 		p := &procs[i]
 		if step, ok := t.killed[p.Host]; ok && p.Exit == nil {
 			p.Exit = &report.Exit{Code: -9, Signal: "SIGKILL", Expected: true, Error: "killed by step " + step}
+		}
+		if e, ok := t.ended[p.ID]; ok && p.Exit != nil && p.PID == e.pid && !p.Exit.Expected {
+			x := *p.Exit
+			x.Expected = true
+			x.Error = strings.TrimSuffix("ended by step "+e.step+": "+x.Error, ": ")
+			p.Exit = &x
 		}
 		if n := t.restarts[p.ID]; n > 0 {
 			id := t.before[p.ID]
@@ -276,11 +408,27 @@ func (c *Cluster) act(ctx context.Context, st scenarios.Step, procs []report.Pro
 	switch st.Action {
 	case scenarios.ActStealPort:
 		return nil, nil // the node took the port during start-up (simnode Config.Steals)
-	case scenarios.ActKill, scenarios.ActRestart, scenarios.ActPause, scenarios.ActResume:
+	case scenarios.ActPause, scenarios.ActResume:
 		for _, target := range st.Targets {
 			if scenarios.IsProcess(target) {
 				return nil, fmt.Errorf("%s of one process (%s): %w; name its host", st.Action, target, ErrFaultUnsupported)
 			}
+		}
+	case scenarios.ActKill, scenarios.ActRestart:
+		if hosts, procTargets := splitTargets(st.Targets); len(procTargets) > 0 {
+			if len(hosts) > 0 {
+				// One mechanism per step keeps the step's effects readable; the loader allows
+				// both, so take the processes first, then the hosts.
+				effects, err := c.actProcesses(ctx, st, procTargets, procs, since)
+				if err != nil {
+					return nil, err
+				}
+				hostStep := st
+				hostStep.Targets = hosts
+				more, err := c.act(ctx, hostStep, procs, since)
+				return append(effects, more...), err
+			}
+			return c.actProcesses(ctx, st, procTargets, procs, since)
 		}
 	}
 	switch st.Action {

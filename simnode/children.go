@@ -318,3 +318,27 @@ func (f *family) signal(sig syscall.Signal) {
 		}
 	}
 }
+
+// forget drops what the family knows of c's subtree, once c exited: its command starts again,
+// and the new processes (with the same IDs) report afresh.
+func (f *family) forget(c *child) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, o := range f.owner {
+		if o == c {
+			delete(f.owner, id)
+			delete(f.members, id)
+		}
+	}
+	delete(f.members, c.id())
+}
+
+// exitedNow reports whether c was reaped.
+func (c *child) exitedNow() bool {
+	select {
+	case <-c.exited:
+		return true
+	default:
+		return false
+	}
+}

@@ -33,6 +33,9 @@ Environment:
 
 Exit status: 0 clean, 1 a simulated process crashed, 2 bad input, 3 store unreachable or start failed.
 
+` + "`widetp node " + CtlCommand + " kill|restart PROCESS`" + ` asks the node program of this host to kill one of its processes or
+restart one command (widetp node ctl --help).
+
 (` + "`node " + ProcessCommand + "`" + ` is internal: one simulated process, started by its parent.)
 `
 
@@ -48,6 +51,8 @@ func Command(args []string, stdout, stderr io.Writer) int {
 		case "-h", "--help", "help":
 			fmt.Fprint(stdout, CommandUsage)
 			return 0
+		case CtlCommand:
+			return CtlMain(args[1:], stdout, stderr)
 		case ProcessCommand:
 			// fd 3 is the status pipe the parent passed in ExtraFiles; it must not leak into this
 			// process's own children (their fd 3 is their own pipe).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -113,6 +114,10 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 		return ExitInfra, fmt.Errorf("node %s: %w", cfg.Host, err)
 	}
 	defer seq.close()
+	// A command started again by a control request binds in an order of its own, among its own
+	// processes (the others bound long ago): it gets a sequencer over its plan alone.
+	seqs := &commandSequencers{main: seq, dir: dir, plan: plan, of: map[string]*sequencer{}}
+	defer seqs.close()
 
 	var tearingDown sync.Mutex
 	teardown := false
@@ -128,6 +133,7 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 		spec: func(p *vllm.ProcessPlan) procSpec {
 			s := spec
 			s.Plan = p
+			s.Sequencer = seqs.addr(p.Identity.ID)
 			for _, st := range cfg.Steals {
 				if st.Process == p.Identity.ID {
 					s.Steal = append(s.Steal, st.Channel)
@@ -136,7 +142,7 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 			return s
 		},
 		post:     store.PostReport,
-		exited:   seq.exited,
+		exited:   seqs.exited,
 		stderr:   opts.Stderr,
 		log:      log,
 		expected: isTeardown,
@@ -156,16 +162,73 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	// The node's status on the store tells a harness when nothing more happens here by itself.
 	status := newStatusPoster(store, time.Duration(cfg.Timeouts.Store), log)
 	defer status.close()
-	postStatus := func() { status.update(nodeStatus(cfg.Host, plan, fam.view(), failedStart)) }
+	acts := 0
+	postStatus := func() {
+		st := nodeStatus(cfg.Host, plan, fam.view(), failedStart)
+		st.Acts = acts
+		status.update(st)
+	}
 	postStatus()
+
+	// The control socket (ctl.go): kill or restart one process on request.
+	ctlLn, err := net.Listen("unix", filepath.Join(dir, ctlSocket))
+	if err != nil {
+		return ExitInfra, fmt.Errorf("node %s: control socket: %w", cfg.Host, err)
+	}
+	ctlDone := make(chan struct{})
+	defer func() { close(ctlDone); ctlLn.Close() }()
+	calls := make(chan ctlCall)
+	go serveCtl(ctlLn, calls, ctlDone)
+	var tops []string
+	for _, top := range plan.Commands {
+		tops = append(tops, top.Identity.ID)
+	}
+	var pending []*pendingAct
+	// A host whose processes a control request ended stays up, as the machine would, until the
+	// harness tears it down; without requests the node ends with its last process, as before.
+	controlled := false
+
 	fmt.Fprintf(opts.Stdout, "%s%s up: %d commands\n", ReadyLine, cfg.Host, started)
 
 	var bound <-chan time.Time
-	for len(fam.live()) > 0 {
+	for len(fam.live()) > 0 || len(pending) > 0 || (controlled && !isTeardown()) {
 		postStatus()
 		select {
 		case <-fam.events:
 		case <-fam.changed:
+		case call := <-calls:
+			if isTeardown() {
+				call.reply <- CtlReply{Error: "the node is tearing down"}
+				break
+			}
+			var act *pendingAct
+			var err error
+			switch call.req.Op {
+			case CtlKill:
+				act, err = ctlKill(fam, cfg.Host, call.req.Process)
+			case CtlRestart:
+				var cur *child
+				if cur, err = ctlRestartTarget(fam, tops, cfg.Host, call.req.Process); err == nil {
+					act = &pendingAct{old: cur}
+					if cur != nil && !cur.exitedNow() {
+						// The command's whole tree: its top leads a process group of its own.
+						act.pid = cur.cmd.Process.Pid
+						if err = syscall.Kill(-act.pid, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
+							err = nil
+						}
+					}
+				}
+			default:
+				err = fmt.Errorf("unknown control operation %q (kill or restart)", call.req.Op)
+			}
+			if err != nil {
+				call.reply <- CtlReply{Error: err.Error()}
+				break
+			}
+			act.call = call
+			controlled = true
+			log.Info("control request", "op", call.req.Op, "process", call.req.Process, "pid", act.pid)
+			pending = append(pending, act)
 		case s := <-sigs:
 			tearingDown.Lock()
 			first := !teardown
@@ -188,6 +251,10 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 			fam.signal(syscall.SIGKILL)
 			bound = time.After(drainBound)
 		}
+		pending = carryOut(pending, fam, seqs, plan, failedStart, isTeardown(), &acts, postStatus)
+	}
+	for _, act := range pending {
+		act.call.reply <- CtlReply{Error: "the node program is ending"}
 	}
 	for {
 		select {
@@ -213,8 +280,66 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	return ExitOK, nil
 }
 
+// carryOut finishes the control requests whose process is gone: a kill once the node saw the
+// process exit, a restart once the command's old tree exited (its command then starts again). It
+// returns the requests still waiting.
+func carryOut(pending []*pendingAct, fam *family, seqs *commandSequencers, plan *vllm.NodePlan, failedStart map[string]bool, teardown bool, acts *int, post func()) []*pendingAct {
+	var rest []*pendingAct
+	for _, act := range pending {
+		req := act.call.req
+		var rep CtlReply
+		switch {
+		case teardown:
+			rep = CtlReply{Error: "the node is tearing down"}
+		case req.Op == CtlKill:
+			if fam.phase(req.Process) != PhaseExited {
+				rest = append(rest, act)
+				continue
+			}
+			*acts++
+			rep = CtlReply{OK: true, Acts: *acts, Detail: fmt.Sprintf("SIGKILL to %s (pid %d); it exited", req.Process, act.pid)}
+		case req.Op == CtlRestart:
+			if act.old != nil && !act.old.exitedNow() {
+				rest = append(rest, act)
+				continue
+			}
+			if act.old != nil {
+				fam.forget(act.old)
+			}
+			var top *vllm.ProcessPlan
+			for _, t := range plan.Commands {
+				if t.Identity.ID == req.Process {
+					top = t
+				}
+			}
+			delete(failedStart, req.Process)
+			if err := seqs.renew(top); err != nil {
+				rep = CtlReply{Error: fmt.Sprintf("start %s again: %v", req.Process, err)}
+				break
+			}
+			c, err := fam.start(top)
+			if err != nil {
+				failedStart[req.Process] = true
+				rep = CtlReply{Error: fmt.Sprintf("start %s again: %v", req.Process, err)}
+				break
+			}
+			*acts++
+			detail := fmt.Sprintf("started %s again (pid %d)", req.Process, c.cmd.Process.Pid)
+			if act.pid > 0 {
+				detail = fmt.Sprintf("SIGKILL to the process group of %s (pid %d); ", req.Process, act.pid) + detail
+			}
+			rep = CtlReply{OK: true, Acts: *acts, Detail: detail}
+		}
+		if rep.OK {
+			post()
+		}
+		act.call.reply <- rep
+	}
+	return rest
+}
+
 // storeRetry paces the start-up checks of a store that may still be starting.
-const storeRetry = 100 * time.Millisecond
+const storeRetry = 20 * time.Millisecond
 
 // waitStore checks that the store's master and admin planes answer, retrying for the store
 // timeout: a store that is down at start is a clear failure, never a hang.

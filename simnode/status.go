@@ -146,7 +146,7 @@ func (s *statusPoster) update(st api.NodeStatus) {
 }
 
 func sameStatus(a, b api.NodeStatus) bool {
-	return a.Settled == b.Settled && a.Processes == b.Processes && a.Ready == b.Ready && a.Exited == b.Exited &&
+	return a.Settled == b.Settled && a.Acts == b.Acts && a.Processes == b.Processes && a.Ready == b.Ready && a.Exited == b.Exited &&
 		slices.Equal(a.Pending, b.Pending)
 }
 

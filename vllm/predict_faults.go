@@ -159,10 +159,14 @@ func reconnect(procs []report.Process, prof Profile, steps []FaultStep, start, i
 		"the store expired the clients of "+strings.Join(hosts, ", ")+" while it could not hear them")
 }
 
-// kill ends the live processes of the targets (a host's every process; a process with its
-// descendants) with SIGKILL, and their ancestors on the same host: a worker's executor sees its
-// worker die and shuts down (vllm/v1/executor/multiproc_executor.py start_worker_monitor), its
-// engine core and front end with it. The exits are Expected: the step asked for them.
+// kill ends the live processes of the targets with SIGKILL: a host's every process; for a
+// process, every process of its command on that host. Whatever vLLM process dies, the rest of
+// its command goes down with it: a worker's executor sees its worker die and shuts down,
+// terminating every other worker (vllm/v1/executor/multiproc_executor.py start_worker_monitor,
+// MultiprocExecutor.shutdown), and calls the engine core's failure callback; the front end or
+// headless launcher whose engine died shuts down its other engines (vllm/v1/engine/utils.py
+// CoreEngineProcManager); and the children of a process that died exit with it. The exits are
+// Expected: the step asked for them.
 func kill(procs []report.Process, targets []string, why string) []string {
 	byID := map[string]int{}
 	children := map[string][]int{}
@@ -188,15 +192,17 @@ func kill(procs []report.Process, targets []string, why string) []string {
 					dead[i] = true
 				}
 			case p.ID == t:
-				down(i)
+				// Up to the command's top process on this host, then its whole tree.
+				root := i
 				for par := p.Parent; par != ""; {
 					j, ok := byID[par]
 					if !ok || procs[j].Host != p.Host {
 						break
 					}
-					dead[j] = true
+					root = j
 					par = procs[j].Parent
 				}
+				down(root)
 			}
 		}
 	}

@@ -348,6 +348,9 @@ type NodeStatus struct {
 	// Boot tells the node program's runs apart (its start time, Unix nanoseconds): a node that
 	// restarted counts its Seq from 1 again, and its statuses replace those of the run before.
 	Boot int64 `json:"boot,omitempty"`
+	// Acts counts the control requests (`widetp node ctl`: kill or restart one process) the node
+	// program carried out in this run; a status with Acts >= n was derived after the n-th.
+	Acts int `json:"acts,omitempty"`
 }
 
 // Fault kinds.

@@ -269,3 +269,31 @@ func (c *Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// The node program's control requests: `widetp node ctl kill|restart PROCESS`, run on a host (the
+// Runtime's Exec), asks its node program to SIGKILL one process, or to start one command again.
+const (
+	// CtlCommand is the `widetp node` subcommand.
+	CtlCommand = "ctl"
+	// CtlKill SIGKILLs one process; CtlRestart kills one command's process tree and starts the
+	// command again.
+	CtlKill    = "kill"
+	CtlRestart = "restart"
+)
+
+// CtlRequest is one control request.
+type CtlRequest struct {
+	Op      string `json:"op"`
+	Process string `json:"process"`
+}
+
+// CtlReply answers a CtlRequest; `widetp node ctl` prints it as one JSON line.
+type CtlReply struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	// Acts is the node's count of carried-out requests, this one included: its next settled
+	// status with at least that many Acts was derived after it.
+	Acts int `json:"acts,omitempty"`
+	// Detail says what the node did.
+	Detail string `json:"detail,omitempty"`
+}

@@ -48,6 +48,12 @@ type Runtime interface {
 	IPCDir(ctx context.Context, host string) (ipcdir.Listing, error)
 	// Inspect is the runtime's description of a host as JSON (docker inspect), for artifacts.
 	Inspect(ctx context.Context, host string) ([]byte, error)
+	// Exec runs the widetp binary with args as a program of a running host — in its container
+	// (docker exec), or locally with the host's environment, so under its private /tmp — and
+	// returns its standard output. An exit status other than 0 is an error carrying the program's
+	// standard error. The fault timeline reaches a host's node program this way
+	// (`widetp node ctl`).
+	Exec(ctx context.Context, host string, args ...string) ([]byte, error)
 	// Hosts lists every host started so far, the store first, in start order.
 	Hosts() []string
 	// Close removes everything the run made (hosts, network, scratch files); images stay, they

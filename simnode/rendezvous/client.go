@@ -15,7 +15,7 @@ const (
 	// fast at first (processes of one replica start within milliseconds of each other), then no
 	// more than twice a second so that a long wait does not flood the host.
 	firstRetry = 10 * time.Millisecond
-	maxRetry   = 500 * time.Millisecond
+	maxRetry   = 50 * time.Millisecond
 	// verdictGrace is added to the wait for rank 0's answer: rank 0 was listening before this member
 	// connected, so its own deadline falls within Timeout of the connect; the grace lets its
 	// time-out verdict (with the missing ranks) arrive before this member gives up on its own.

@@ -625,6 +625,24 @@ func (d *Docker) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error
 	return l, nil
 }
 
+// Exec implements Runtime: docker exec of the image's widetp binary in the host's container.
+func (d *Docker) Exec(ctx context.Context, host string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	n, err := d.node(host)
+	if err != nil {
+		return nil, fmt.Errorf("exec on %w", err)
+	}
+	code, stdout, stderr, err := d.exec(ctx, n.id, append([]string{runtimes.WidetpPath}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("exec widetp %s on host %s: %w", strings.Join(args, " "), host, err)
+	}
+	if code != 0 {
+		return stdout.Bytes(), fmt.Errorf("exec widetp %s on host %s: exit status %d: %s", strings.Join(args, " "), host, code, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
 // Inspect implements Runtime: the engine's own JSON, indented.
 func (d *Docker) Inspect(ctx context.Context, host string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)

@@ -3,16 +3,19 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/widetp/widetp/harness/ipcdir"
@@ -500,6 +503,31 @@ func (l *Local) IPCDir(ctx context.Context, host string) (ipcdir.Listing, error)
 		return ipcdir.Listing{}, fmt.Errorf("list ipc dir of host %s: %w", host, err)
 	}
 	return ls, nil
+}
+
+// Exec implements Runtime: the host's binary with args, in the host's environment and directory
+// (its WIDETP_IPC_ROOT is the host's private /tmp), outside the host's session: it is the
+// runtime's tool, not one of the host's processes.
+func (l *Local) Exec(ctx context.Context, host string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
+	defer cancel()
+	h, err := l.host(host)
+	if err != nil {
+		return nil, fmt.Errorf("exec on %w", err)
+	}
+	in := h.current()
+	if in == nil {
+		return nil, fmt.Errorf("exec on host %s: it never started", host)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, h.binary().Path, args...)
+	cmd.Env, cmd.Dir = in.env, h.root
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("exec widetp %s on host %s: %w: %s", strings.Join(args, " "), host, err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
 }
 
 // Hosts implements Runtime.
