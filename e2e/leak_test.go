@@ -57,6 +57,21 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 				WithTimeout(leftoverBound).Should(BeEmpty(), "what the interrupted run %s left", child.runID)
 		}, SpecTimeout(4*time.Minute))
 
+		It("sweeps, at the next run, what a `widetp run` SIGKILLed while a step cut two hosts apart left on "+rt, Label(rt, "fault", "fault:partition"), func(ctx SpecContext) {
+			if !hasRuntime(rt) {
+				Skip("no Docker engine answered")
+			}
+			if err := harness.PartitionsAvailable(ctx); err != nil {
+				Skip(err.Error())
+			}
+			// The run's nftables table outlives its owner: the next run's sweep removes it.
+			child := startWidetpRun(ctx, widetp, rt, partitionedRun, pausedLine)
+			tables, err := harness.PartitionTables(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(tables).To(ContainElement(HaveField("Name", ContainSubstring("widetp_"+child.runID+"_"))), "the cut's table while the run lives")
+			expectSweptAfterKill(ctx, rt, child)
+		}, SpecTimeout(4*time.Minute))
+
 		It("sweeps, at the next run, what a `widetp run` SIGKILLed while a step froze a node left on "+rt, Label(rt, "fault", "fault:pause"), func(ctx SpecContext) {
 			if !hasRuntime(rt) {
 				Skip("no Docker engine answered")
@@ -115,6 +130,9 @@ var (
 	healthyRun = filepath.Join(scenarioDir, "vllm48061-external-lb-wide-tp-fixed.yaml")
 	pausedRun  = filepath.Join(moduleRoot, "e2e", "testdata", "leak", "paused-follower.yaml")
 	pausedLine = regexp.MustCompile(`^widetp: step 1/\d+ \S+ done: `)
+	// partitionedRun's first step cuts its follower off from its head; its next ones wait for the
+	// store to expire the frozen follower, so the run is still cut when it is killed.
+	partitionedRun = filepath.Join(moduleRoot, "e2e", "testdata", "leak", "partitioned-follower.yaml")
 )
 
 // halfWay bounds a child's way to half-way: a cached image or binary and a few node starts.
@@ -186,6 +204,13 @@ func leftovers(ctx context.Context, rt string, w *widetpRun) []string {
 	for _, r := range rs {
 		if r.Kind != "image" { // a cache, kept on purpose
 			out = append(out, r.String())
+		}
+	}
+	tables, err := harness.PartitionTables(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	for _, t := range tables {
+		if strings.Contains(t.Name, "widetp_"+w.runID+"_") {
+			out = append(out, "nftables table "+t.Name)
 		}
 	}
 	if rt == harness.RuntimeDocker {
@@ -292,6 +317,13 @@ func suiteLeftovers(ctx context.Context) []string {
 			if r.Kind != "image" && mine(r.Labels[harness.LabelOwner]) {
 				out = append(out, r.String())
 			}
+		}
+	}
+	tables, err := harness.PartitionTables(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	for _, t := range tables {
+		if !t.Owner.Alive(me.Machine) || ours(t.Owner) {
+			out = append(out, "nftables table "+t.Name)
 		}
 	}
 	for _, p := range simulatedProcesses() {

@@ -48,6 +48,11 @@ func describeScenario(s *scenarios.Scenario) {
 				if !hasRuntime(rt) {
 					Skip("no Docker engine answered: the scenario runs on the local runtime")
 				}
+				if cutsHosts(s) {
+					if err := harness.PartitionsAvailable(ctx); err != nil {
+						Skip(err.Error())
+					}
+				}
 				ran[rt] = true
 				r := runScenario(ctx, s, rt)
 				observed[rt] = r.report
@@ -259,4 +264,14 @@ func addressShapes(as []report.Address, channels []string) []string {
 		sort.Strings(out)
 	}
 	return out
+}
+
+// cutsHosts: a step of s partitions hosts from hosts, which needs nftables (the runtimes' netcut).
+func cutsHosts(s *scenarios.Scenario) bool {
+	for _, st := range s.Faults {
+		if st.Action == scenarios.ActPartition && !st.FromStore {
+			return true
+		}
+	}
+	return false
 }

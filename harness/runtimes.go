@@ -8,6 +8,7 @@ import (
 	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/internal/runtimes/docker"
 	"github.com/widetp/widetp/internal/runtimes/local"
+	"github.com/widetp/widetp/internal/runtimes/netcut"
 )
 
 // The runtime contract, defined in internal/runtimes and implemented by internal/runtimes/docker
@@ -120,6 +121,43 @@ func Ping(ctx context.Context, timeout time.Duration) error { return docker.Ping
 
 // Clean removes everything labelled io.widetp.run on the Docker engine, images included.
 func Clean(ctx context.Context, opts ...Option) (Swept, error) { return docker.Clean(ctx, opts...) }
+
+// CleanPartitions removes the nftables table of every run's partitions on this machine, whoever
+// made it (the Docker and local runtimes remove their own on Close and sweep those of dead runs),
+// and returns how many it removed.
+func CleanPartitions(ctx context.Context) (int, error) {
+	o, err := runtimes.CurrentOwner()
+	if err != nil {
+		return 0, err
+	}
+	return netcut.Sweep(ctx, o.Machine, func(runtimes.Owner) bool { return false })
+}
+
+// PartitionsAvailable tells whether this process can cut hosts apart (partition steps between
+// hosts): nftables' nft command is installed and may be used (root or CAP_NET_ADMIN).
+func PartitionsAvailable(ctx context.Context) error { return netcut.Available(ctx) }
+
+// PartitionTable is the nftables table of one run's partitions between hosts.
+type PartitionTable struct {
+	// Name embeds the run id and its owner's pid and start time: widetp_<run>_<pid>_<start>.
+	Name  string
+	Owner Owner
+}
+
+// PartitionTables lists the nftables tables of every run's partitions on this machine (none
+// where nft is missing or may not be used).
+func PartitionTables(ctx context.Context) ([]PartitionTable, error) {
+	o, err := runtimes.CurrentOwner()
+	if err != nil {
+		return nil, err
+	}
+	ls, err := netcut.List(ctx, o.Machine)
+	out := make([]PartitionTable, len(ls))
+	for i, l := range ls {
+		out[i] = PartitionTable{Name: l.Family + " " + l.Name, Owner: l.Owner}
+	}
+	return out, err
+}
 
 // CurrentOwner is the Owner of this process.
 func CurrentOwner() (Owner, error) { return runtimes.CurrentOwner() }

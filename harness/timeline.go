@@ -40,7 +40,9 @@ type timeline struct {
 	storeStep time.Time
 	// partitions are the store faults each partition step added, by step name (a heal removes them).
 	partitions map[string][]string
-	steps      []report.Step
+	// hostCuts are the partition steps between hosts that the runtime holds, by step name.
+	hostCuts map[string]bool
+	steps    []report.Step
 	// ended are the processes a kill step of single processes ended (the target and what went
 	// down with it), by the pid of the instance that step ended.
 	ended map[string]endedBy
@@ -122,7 +124,7 @@ func (c *Cluster) timeline() *timeline {
 	defer c.mu.Unlock()
 	if c.tl == nil {
 		c.tl = &timeline{killed: map[string]string{}, restarts: map[string]int{}, before: map[string]report.Identity{},
-			partitions: map[string][]string{}, ended: map[string]endedBy{}}
+			partitions: map[string][]string{}, ended: map[string]endedBy{}, hostCuts: map[string]bool{}}
 	}
 	return c.tl
 }
@@ -522,7 +524,16 @@ func (c *Cluster) act(ctx context.Context, st scenarios.Step, procs []report.Pro
 		return []string{fmt.Sprintf("store fault %s (%s); every live worker's Mooncake client pinged twice since", added.ID, added)}, nil
 	case scenarios.ActPartition:
 		if !st.FromStore {
-			return nil, fmt.Errorf("partition between hosts: %w; partition them from the store", ErrFaultUnsupported)
+			// Between hosts: the runtime drops their packets both ways (nftables). Nothing is
+			// waited for: vLLM's idle processes exchange nothing between nodes, and a step that
+			// needs the other side (a restart) finds it cut.
+			if err := c.rt.Partition(ctx, st.Name, st.Hosts, st.From); err != nil {
+				return nil, err
+			}
+			t.mu.Lock()
+			t.hostCuts[st.Name] = true
+			t.mu.Unlock()
+			return []string{fmt.Sprintf("every packet between %s and %s is dropped, both ways", strings.Join(st.Hosts, ", "), strings.Join(st.From, ", "))}, nil
 		}
 		// The store refuses every connection from the hosts' addresses, on every plane: the same
 		// cut on both runtimes, with no rule inside a FROM scratch container.
@@ -543,6 +554,16 @@ func (c *Cluster) act(ctx context.Context, st scenarios.Step, procs []report.Pro
 		t.mu.Unlock()
 		return []string{fmt.Sprintf("the store refuses every connection from %s (%s)", strings.Join(st.Hosts, ", "), mapValues(ips, st.Hosts))}, nil
 	case scenarios.ActHeal:
+		t.mu.Lock()
+		between := t.hostCuts[st.Heals]
+		delete(t.hostCuts, st.Heals)
+		t.mu.Unlock()
+		if between {
+			if err := c.rt.Heal(ctx, st.Heals); err != nil {
+				return nil, err
+			}
+			return []string{"the hosts of " + st.Heals + " reach each other again"}, nil
+		}
 		t.mu.Lock()
 		ids := t.partitions[st.Heals]
 		delete(t.partitions, st.Heals)

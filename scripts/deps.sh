@@ -4,13 +4,15 @@
 # the Go server with pyzmq, the library vLLM itself uses), python3-packaging (the vllm planner
 # imports vLLM, which needs `packaging`; the probe takes it from Debian's dist-packages when the
 # interpreter lacks it) and Debian's chromium (the HTML report's browser tests and benchmark open it
-# headless). Idempotent: does nothing when all is there.
+# headless), and nftables (partitions between hosts). Idempotent: does nothing when all is there.
 set -euo pipefail
 need=()
 pkg-config --exists libzmq 2>/dev/null || need+=(libzmq3-dev pkg-config)
 /usr/bin/python3 -c 'import zmq' 2>/dev/null || need+=(python3-zmq)
 [ -d /usr/lib/python3/dist-packages/packaging ] || need+=(python3-packaging)
 command -v gcc >/dev/null || need+=(gcc)
+# nft: the fault timeline's partitions between hosts (internal/runtimes/netcut).
+command -v nft >/dev/null || need+=(nftables)
 # Chromium is wanted, not needed: where it cannot be installed, the browser specs skip and say why.
 want=()
 command -v chromium >/dev/null || want+=(chromium)

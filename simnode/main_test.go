@@ -99,6 +99,7 @@ func (s *store) waitRecords(t testing.TB, what string, done func(map[string]repo
 type node struct {
 	t      testing.TB
 	host   string
+	root   string // WIDETP_IPC_ROOT: the host's private /tmp
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	done   chan struct{}
@@ -147,7 +148,7 @@ func startNode(t testing.TB, h hostEnv, cfg simnode.Config) *node {
 		simnode.EnvListenIP+"="+h.ip,
 		simnode.EnvHosts+"="+h.hosts,
 	)
-	n := &node{t: t, host: h.name, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	n := &node{t: t, host: h.name, root: root, cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stderr = n.stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

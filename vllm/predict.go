@@ -139,6 +139,9 @@ type sim struct {
 	addrs *addrState
 	// steals are the steal-port steps of a timeline (predict_faults.go).
 	steals *steals
+	// cut tells whether a partition step in force separates two hosts (a restart under a cut,
+	// predict_faults.go); nil: nothing is cut.
+	cut func(a, b string) bool
 }
 
 func (s *sim) add(plan *ProcessPlan, parent *simProc) *simProc {
@@ -406,14 +409,25 @@ func (s *sim) rendezvous() {
 
 // settle resolves a barrier if it can (or, with force, fails it); it reports whether it did.
 func (s *sim) settle(b *barrier, force bool) bool {
-	var arrived []member
+	var arrived, cutOff []member
 	gone := false
+	rank0 := ""
+	for _, m := range b.members {
+		if m.plan.Rank == 0 {
+			rank0 = m.p.rec.Host
+		}
+	}
 	for _, m := range b.members {
 		switch {
 		case pendingStart(m.p) && !force:
 			return false // this member starts once its parent is through its own barriers
 		case !m.p.alive() || m.p.hung:
 			gone = true
+		case m.p.next == m.idx && s.cut != nil && rank0 != "" && s.cut(m.p.rec.Host, rank0):
+			// A partition separates it from rank 0: its connect times out, and rank 0's side
+			// waits for it in vain.
+			gone = true
+			cutOff = append(cutOff, m)
 		case m.p.next == m.idx:
 			arrived = append(arrived, m)
 		case m.p.next < m.idx && !force:
@@ -453,9 +467,16 @@ func (s *sim) settle(b *barrier, force bool) bool {
 		m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{
 			Kind: m.plan.Kind, Address: b.address, Error: msg, Missing: missing})
 	}
-	events := make([]exitEvent, 0, len(arrived))
+	events := make([]exitEvent, 0, len(arrived)+len(cutOff))
 	for _, m := range arrived {
 		events = append(events, exitEvent{m.p, 1, rendezvousTimeoutError(b, m, len(arrived), world)})
+	}
+	for _, m := range cutOff {
+		m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{
+			Kind: m.plan.Kind, Address: b.address, Error: "rank 0's host is cut off", Missing: []string{"rank 0"}})
+		// torch's TCPStore client: the connect to rank 0's store never completes.
+		events = append(events, exitEvent{m.p, 1, fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after %ds while trying to connect to %s.",
+			rendezvousTimeoutSeconds, b.address)})
 	}
 	s.exitAll(events)
 	return true

@@ -72,6 +72,8 @@ func PredictTimeline(d Deployment, plans []*NodePlan, steps []FaultStep) (*Timel
 	}
 	t := &Timeline{Settled: settled}
 	cur := settled
+	// cuts are the partitions between hosts in force, by step name.
+	cuts := map[string][2][]string{}
 	for i, st := range steps {
 		next := clone(cur)
 		var effects []string
@@ -81,13 +83,19 @@ func PredictTimeline(d Deployment, plans []*NodePlan, steps []FaultStep) (*Timel
 		case FaultKill:
 			effects = kill(next, st.Targets, "killed by step "+st.Name)
 		case FaultRestart:
-			effects, err = restart(d, plans, next, st)
+			effects, err = restart(d, plans, next, st, cutBetween(cuts))
 			if err != nil {
 				return nil, err
 			}
 		case FaultHeal:
+			if len(st.Targets) > 0 {
+				delete(cuts, st.Targets[0])
+			}
 			effects = heal(next, d.Profile, steps, i)
 		case FaultPause, FaultPartition:
+			if st.Action == FaultPartition && !st.FromStore {
+				cuts[st.Name] = [2][]string{st.Hosts, st.From}
+			}
 			// vLLM's processes exchange nothing while idle (no heartbeat between a head and its
 			// followers), so a cut or a freeze changes nothing until traffic or a restart needs
 			// the other side; the Mooncake clients stop pinging, and the store expires them only
@@ -226,7 +234,7 @@ func kill(procs []report.Process, targets []string, why string) []string {
 // replica (or MoE DP group) whose other members did not restart with it never completes it, and
 // the restarted ranks fail with torch's time-out, as vLLM's do — vLLM cannot add a rank to a
 // running world.
-func restart(d Deployment, plans []*NodePlan, procs []report.Process, st FaultStep) ([]string, error) {
+func restart(d Deployment, plans []*NodePlan, procs []report.Process, st FaultStep, cut func(a, b string) bool) ([]string, error) {
 	var tops []*ProcessPlan
 	for _, np := range plans {
 		for _, top := range np.Commands {
@@ -239,7 +247,7 @@ func restart(d Deployment, plans []*NodePlan, procs []report.Process, st FaultSt
 		}
 	}
 	effects := kill(procs, st.Targets, "stopped by step "+st.Name+" (restart)")
-	sub := &sim{}
+	sub := &sim{cut: cut}
 	again, err := sub.predictTops(d, tops)
 	if err != nil {
 		return nil, err
@@ -271,6 +279,21 @@ func restart(d Deployment, plans []*NodePlan, procs []report.Process, st FaultSt
 	}
 	effects = append(effects, fmt.Sprintf("started %d command(s) again: %d process(es), %d of them failed", len(tops), len(again), failed))
 	return effects, nil
+}
+
+// cutBetween tells whether a partition in force separates hosts a and b (nil when none is).
+func cutBetween(cuts map[string][2][]string) func(a, b string) bool {
+	if len(cuts) == 0 {
+		return nil
+	}
+	return func(a, b string) bool {
+		for _, sides := range cuts {
+			if (slices.Contains(sides[0], a) && slices.Contains(sides[1], b)) || (slices.Contains(sides[0], b) && slices.Contains(sides[1], a)) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // predictTops runs the paper execution over some commands' plans only (a restart).

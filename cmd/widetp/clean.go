@@ -10,14 +10,15 @@ import (
 
 const cleanDescription = `
 Removes everything labelled io.widetp.run on the Docker engine — containers, networks and images,
-whoever made them — and says how many of each. Runs remove what they make and sweep what killed
+whoever made them — and the nftables tables of every run's partitions (widetp_*), and says how many
+of each. Runs remove what they make and sweep what killed
 runs left; clean is for a machine you want back as it was (make clean). Do not run it while runs
 are in flight: it removes their nodes too. Exit 3 when no Docker engine answers.`
 
 func init() {
 	register(&command{
 		name:    "clean",
-		summary: "remove every container, network and image labelled io.widetp.run",
+		summary: "remove every container, network and image labelled io.widetp.run, and every partition's nftables table",
 		usage:   "clean",
 		run:     clean,
 	})
@@ -33,10 +34,18 @@ func clean(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "widetp clean: takes no arguments, got %q\n", pos)
 		return exitBadInput
 	}
+	n, nerr := harness.CleanPartitions(context.Background())
+	if nerr == nil {
+		fmt.Fprintf(stdout, "removed %d nftables table(s) of partitions\n", n)
+	}
 	s, err := harness.Clean(context.Background())
 	fmt.Fprintf(stdout, "removed %d container(s), %d network(s), %d image(s) labelled %s\n", s.Containers, s.Networks, s.Images, harness.LabelRun)
-	if err != nil {
-		fmt.Fprintf(stderr, "widetp clean: %v\n", err)
+	if err != nil || nerr != nil {
+		for _, e := range []error{nerr, err} {
+			if e != nil {
+				fmt.Fprintf(stderr, "widetp clean: %v\n", e)
+			}
+		}
 		return exitInfra
 	}
 	return exitMatch

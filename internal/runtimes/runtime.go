@@ -54,6 +54,13 @@ type Runtime interface {
 	// standard error. The fault timeline reaches a host's node program this way
 	// (`widetp node ctl`).
 	Exec(ctx context.Context, host string, args ...string) ([]byte, error)
+	// Partition drops every packet between hosts a and hosts b, both ways, until Heal(name): an
+	// nftables chain on the bridge's forward path on Docker, on loopback input locally (a local
+	// host dials from its own address). A host restarted meanwhile stays cut. It fails, naming
+	// what is missing, where nftables cannot be used (no nft, not root); Close removes every cut.
+	Partition(ctx context.Context, name string, a, b []string) error
+	// Heal ends partition name.
+	Heal(ctx context.Context, name string) error
 	// Hosts lists every host started so far, the store first, in start order.
 	Hosts() []string
 	// Close removes everything the run made (hosts, network, scratch files); images stay, they

@@ -61,7 +61,13 @@ func (n Net) zmqEndpoint(ctx context.Context, endpoint string, bind bool) (strin
 	if err != nil {
 		return "", err
 	}
-	return "tcp://" + net.JoinHostPort(ip, strconv.Itoa(port)), nil
+	dst := net.JoinHostPort(ip, strconv.Itoa(port))
+	if !bind && n.local() {
+		// A local host connects from its own address, as a container does from its own (libzmq's
+		// "tcp://source;destination"), so that a partition between hosts can tell them apart.
+		return "tcp://" + n.ListenIP + ":0;" + dst, nil
+	}
+	return "tcp://" + dst, nil
 }
 
 func (n Net) local() bool {

@@ -108,6 +108,11 @@ func dial(ctx context.Context, cfg Config, host, port string) (net.Conn, error) 
 		host = ip
 	}
 	var d net.Dialer
+	if ip := net.ParseIP(cfg.ListenIP); ip != nil && !ip.IsUnspecified() {
+		// A local host dials from its own address, as a container does from its own, so that a
+		// partition between hosts can tell them apart.
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+	}
 	return d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
 }
 

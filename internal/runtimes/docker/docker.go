@@ -24,6 +24,7 @@ import (
 
 	"github.com/widetp/widetp/harness/ipcdir"
 	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/runtimes/netcut"
 )
 
 // Docker is the Runtime on a Docker engine, through the engine's own API client (the calls the
@@ -39,6 +40,7 @@ type Docker struct {
 	netID   string
 	netName string
 	images  *imageBuilder
+	cuts    *netcut.Partitions
 
 	mu     sync.Mutex
 	nodes  map[string]*dockerNode
@@ -77,6 +79,7 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		return nil, err
 	}
 	d := &Docker{cfg: cfg, owner: owner, machine: owner.Machine, api: cli, nodes: map[string]*dockerNode{}}
+	d.cuts = netcut.NewPartitions(netcut.Bridge, cfg.RunID, owner, d.address)
 	if cfg.Sweep {
 		sctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
 		s, err := sweep(sctx, d.api, func(o runtimes.Owner) bool { return o.Alive(d.machine) })
@@ -87,6 +90,16 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		}
 		if s.Containers+s.Networks > 0 {
 			d.progressf("swept %d container(s) and %d network(s) left by dead runs", s.Containers, s.Networks)
+		}
+		sctx, cancel = context.WithTimeout(ctx, cfg.OpTimeout)
+		n, err := netcut.Sweep(sctx, d.machine, func(o runtimes.Owner) bool { return o.Alive(d.machine) })
+		cancel()
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("sweep partitions of earlier runs: %w", err)
+		}
+		if n > 0 {
+			d.progressf("swept %d nftables table(s) of partitions left by dead runs", n)
 		}
 		for _, n := range s.Stuck {
 			d.progressf("the engine will not remove network %s, left by a dead run: it holds an endpoint of a container that no longer exists (restarting the Docker daemon releases it)", n)
@@ -543,7 +556,45 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 	if _, err := d.api.ContainerStart(sctx, n.id, client.ContainerStartOptions{}); err != nil {
 		return d.startFailure(host, n.id, fmt.Errorf("restart: %w", err))
 	}
+	// The engine may hand the container another address: its partitions follow it at once,
+	// while its node program is still waiting for the store.
+	if err := d.cuts.Refresh(sctx, host); err != nil {
+		return fmt.Errorf("restart host %s: %w", host, err)
+	}
 	return d.waitReady(sctx, n.spec, n.id, seen)
+}
+
+// address is a host's address on the run's network, as the engine reports it now.
+func (d *Docker) address(ctx context.Context, host string) (netip.Addr, error) {
+	n, err := d.node(host)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("inspect host %s: %w", host, err)
+	}
+	if ins.Container.NetworkSettings != nil {
+		if ep := ins.Container.NetworkSettings.Networks[d.netName]; ep != nil && ep.IPAddress.IsValid() {
+			return ep.IPAddress, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("host %s has no address on network %s (is it running?)", host, d.netName)
+}
+
+// Partition implements Runtime: a chain of the run's nftables table (family bridge) on the
+// forward path of the run's network.
+func (d *Docker) Partition(ctx context.Context, name string, a, b []string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	return d.cuts.Partition(ctx, name, a, b)
+}
+
+// Heal implements Runtime.
+func (d *Docker) Heal(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.OpTimeout)
+	defer cancel()
+	return d.cuts.Heal(ctx, name)
 }
 
 // State implements Runtime.
@@ -720,6 +771,9 @@ func (d *Docker) Close(ctx context.Context) error {
 	d.mu.Unlock()
 	var errs []error
 	errs = append(errs, err)
+	if d.cuts != nil {
+		errs = append(errs, d.cuts.Close(ctx))
+	}
 	if d.netID != "" && remaining == 0 {
 		if _, err := d.api.NetworkRemove(ctx, d.netID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", d.netName, err))

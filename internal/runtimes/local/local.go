@@ -20,6 +20,7 @@ import (
 
 	"github.com/widetp/widetp/harness/ipcdir"
 	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/runtimes/netcut"
 )
 
 // Local is the Runtime without containers: every host is a real OS process tree of its program on
@@ -51,6 +52,7 @@ type Local struct {
 	owner runtimes.Owner
 	dir   string
 	block *addrBlock
+	cuts  *netcut.Partitions
 
 	// closeMu makes Close calls (the owner's and CloseAll's from a signal handler) one at a time.
 	closeMu sync.Mutex
@@ -104,6 +106,9 @@ func New(ctx context.Context, opts ...runtimes.Option) (runtimes.Runtime, error)
 		return nil, fmt.Errorf("start local runtime: %w", err)
 	}
 	l := &Local{cfg: cfg, owner: owner, hosts: map[string]*localHost{}}
+	l.cuts = netcut.NewPartitions(netcut.Loopback, cfg.RunID, owner, func(_ context.Context, host string) (netip.Addr, error) {
+		return l.Address(host)
+	})
 	base := localBase()
 	if err := makeLocalBase(base); err != nil {
 		return nil, fmt.Errorf("start local runtime: %w", err)
@@ -115,6 +120,15 @@ func New(ctx context.Context, opts ...runtimes.Option) (runtimes.Runtime, error)
 		}
 		if n > 0 {
 			l.progressf("swept %d run directory(ies) left by dead runs", n)
+		}
+		sctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+		n, err = netcut.Sweep(sctx, owner.Machine, func(o runtimes.Owner) bool { return o.Alive(owner.Machine) })
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("sweep partitions of earlier runs: %w", err)
+		}
+		if n > 0 {
+			l.progressf("swept %d nftables table(s) of partitions left by dead runs", n)
 		}
 	}
 	if l.block, err = reserveBlock(cfg.RunID); err != nil {
@@ -468,6 +482,21 @@ func (l *Local) Restart(ctx context.Context, host string) error {
 	return l.waitReady(sctx, h, in)
 }
 
+// Partition implements Runtime: a chain of the run's nftables table (family ip) on loopback
+// input, between the hosts' own addresses (a host keeps its address across restarts).
+func (l *Local) Partition(ctx context.Context, name string, a, b []string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
+	defer cancel()
+	return l.cuts.Partition(ctx, name, a, b)
+}
+
+// Heal implements Runtime.
+func (l *Local) Heal(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.OpTimeout)
+	defer cancel()
+	return l.cuts.Heal(ctx, name)
+}
+
 // State implements Runtime. Running is true while the program lives, paused or not, as in Docker;
 // OOMKilled is always false (no memory cgroup: the kernel's OOM killer shows as SIGKILL, 137).
 func (l *Local) State(ctx context.Context, host string) (runtimes.State, error) {
@@ -561,7 +590,7 @@ func (l *Local) Close(ctx context.Context) error {
 		hosts = append(hosts, l.hosts[n])
 	}
 	l.mu.Unlock()
-	errs := []error{killHosts(hosts)}
+	errs := []error{killHosts(hosts), l.cuts.Close(ctx)}
 	var steps []func() error
 	for _, h := range hosts {
 		n := h.name
