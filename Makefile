@@ -1,5 +1,5 @@
 # widetp — the two commands of the README are `make e2e` (the main job: ginkgo ./e2e) and `make test`.
-# Both install what they need first (scripts/deps.sh: libzmq, pkg-config, python3-zmq) and use the
+# Both install what they need first (scripts/deps.sh: libzmq5, gcc, nftables, python3-zmq) and use the
 # Ginkgo version pinned as a tool in go.mod, so a fresh machine with Go and Docker needs nothing else.
 
 GO      ?= go

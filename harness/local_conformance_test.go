@@ -34,7 +34,7 @@ type runtimeUnderTest struct {
 	leftovers func(ctx context.Context, rt harness.Runtime) func(ctx context.Context) []string
 }
 
-// hostprobe is the harness's own cgo test node (harness/testdata/hostprobe): it links libzmq as
+// hostprobe is the harness's own cgo test node (harness/testdata/hostprobe): it uses libzmq as
 // simnode does, binds where told, pings peers by name and prints "ready <hostname>". Every spec and
 // benchmark of both runtimes uses it.
 func hostprobe() harness.Program {

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Installs what building and testing widetp needs on a fresh Debian machine: libzmq (cgo, for
-# github.com/pebbe/zmq4), pkg-config, Debian's python3-zmq (the lookup wire-format tests talk to
+# Installs what building and testing widetp needs on a fresh Debian machine: libzmq5 (loaded at run
+# time by internal/zmq), gcc (cgo), Debian's python3-zmq (the lookup wire-format tests talk to
 # the Go server with pyzmq, the library vLLM itself uses), python3-packaging (the vllm planner
 # imports vLLM, which needs `packaging`; the probe takes it from Debian's dist-packages when the
 # interpreter lacks it) and Debian's chromium (the HTML report's browser tests and benchmark open it
 # headless), and nftables (partitions between hosts). Idempotent: does nothing when all is there.
 set -euo pipefail
 need=()
-pkg-config --exists libzmq 2>/dev/null || need+=(libzmq3-dev pkg-config)
+# libzmq is loaded at run time (internal/zmq dlopens libzmq.so.5): the package, not its headers.
+/sbin/ldconfig -p 2>/dev/null | grep -q 'libzmq\.so\.5 ' || need+=(libzmq5)
 /usr/bin/python3 -c 'import zmq' 2>/dev/null || need+=(python3-zmq)
 [ -d /usr/lib/python3/dist-packages/packaging ] || need+=(python3-packaging)
 command -v gcc >/dev/null || need+=(gcc)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/widetp/widetp/internal/zmq"
 )
 
 // CommandUsage documents `widetp node`, the command every simulated host runs.
@@ -64,6 +66,12 @@ func Command(args []string, stdout, stderr io.Writer) int {
 			syscall.CloseOnExec(int(status.Fd()))
 			return RunProcess(os.Stdin, status, stderr)
 		}
+	}
+	// Every simulated process binds and reaches libzmq sockets: without libzmq the node cannot
+	// start, and says which package to install.
+	if err := zmq.Load(); err != nil {
+		fmt.Fprintf(stderr, "widetp node: %v\n", err)
+		return ExitInfra
 	}
 	fs := flag.NewFlagSet("widetp node", flag.ContinueOnError)
 	fs.SetOutput(stderr)

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	zmq "github.com/pebbe/zmq4"
+	zmq "github.com/widetp/widetp/internal/zmq"
 )
 
 // Listener is a bound address: a plain TCP listener (a front end's HTTP socket) or a ZMQ ROUTER

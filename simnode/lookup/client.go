@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"time"
 
-	zmq "github.com/pebbe/zmq4"
+	zmq "github.com/widetp/widetp/internal/zmq"
 )
 
 // ErrTimeout is returned when no reply came within the client's bound.

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	zmq "github.com/pebbe/zmq4"
+	zmq "github.com/widetp/widetp/internal/zmq"
 )
 
 // maxFrame is handed to libzmq as ZMQ_MAXMSGSIZE: a frame larger than this makes libzmq drop the

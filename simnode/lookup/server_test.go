@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	zmq "github.com/pebbe/zmq4"
+	zmq "github.com/widetp/widetp/internal/zmq"
 )
 
 // modelPath is the path vLLM's get_zmq_rpc_path_lookup computes for host h, DP index 0, with the

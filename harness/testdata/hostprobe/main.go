@@ -8,7 +8,7 @@
 //   - tcp://*:port binds WIDETP_LISTEN_IP (default 0.0.0.0);
 //   - a peer's name resolves through WIDETP_HOSTS first, then DNS (simnode.ParseHosts).
 //
-// It links libzmq through cgo, as simnode does. It can start children that each lead a process
+// It uses libzmq (internal/zmq, loaded at run time), as simnode does. It can start children that each lead a process
 // group of their own (as simnode's command trees do) and an orphan that does not die with its
 // parent, so that the specs can check that a runtime reaches every process of a host.
 package main
@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	zmq "github.com/pebbe/zmq4"
+	zmq "github.com/widetp/widetp/internal/zmq"
 
 	"github.com/widetp/widetp/simnode"
 	"github.com/widetp/widetp/simnode/lookup"

@@ -21,6 +21,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/zmq"
 )
 
 // Image is a program's image as built (or found) for a run.
@@ -280,6 +281,20 @@ func binaryLinkage(ctx context.Context, bin string) (Linkage, error) {
 	return l, nil
 }
 
+// libzmqLinkage is libzmq's file, as this process loads it, with its own linkage.
+func libzmqLinkage(ctx context.Context) (Linkage, error) {
+	path, err := zmq.Path()
+	if err != nil {
+		return Linkage{}, err
+	}
+	l, err := binaryLinkage(ctx, path)
+	if err != nil {
+		return Linkage{}, err
+	}
+	l.Libs = append([]string{path}, l.Libs...)
+	return l, nil
+}
+
 func (b *imageBuilder) build(ctx context.Context, p runtimes.Program) (Image, error) {
 	if err := p.Validate(); err != nil {
 		return Image{}, err
@@ -296,6 +311,13 @@ func (b *imageBuilder) build(ctx context.Context, p runtimes.Program) (Image, er
 		}
 		ls = append(ls, l)
 	}
+	// widetp loads libzmq at run time (internal/zmq), so ldd of the binary does not list it: the
+	// image carries the file this machine loads, and what it links.
+	zl, err := libzmqLinkage(ctx)
+	if err != nil {
+		return Image{}, &runtimes.ImageBuildError{Image: p.Name, Step: "libzmq", Err: err}
+	}
+	ls = append(ls, zl)
 	files := imageContents(p, prog, b.widetp, ls...)
 	df := dockerfile(p)
 	hash, err := hashImage(df, files)

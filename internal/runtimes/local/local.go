@@ -21,6 +21,7 @@ import (
 	"github.com/widetp/widetp/harness/ipcdir"
 	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/internal/runtimes/netcut"
+	"github.com/widetp/widetp/internal/zmq"
 )
 
 // Local is the Runtime without containers: every host is a real OS process tree of its program on
@@ -96,6 +97,11 @@ func New(ctx context.Context, opts ...runtimes.Option) (runtimes.Runtime, error)
 		return nil, fmt.Errorf("configure local runtime: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("start local runtime: %w", err)
+	}
+	// The hosts run on this machine, and their processes need libzmq: say which package is
+	// missing before anything starts.
+	if err := zmq.Load(); err != nil {
 		return nil, fmt.Errorf("start local runtime: %w", err)
 	}
 	owner, err := runtimes.CurrentOwner()

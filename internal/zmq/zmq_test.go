@@ -1,0 +1,180 @@
+package zmq
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func pair(t *testing.T, ctx *Context, typ Type) *Socket {
+	t.Helper()
+	s, err := ctx.NewSocket(typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, set := range []func() error{
+		func() error { return s.SetLinger(0) },
+		func() error { return s.SetRcvtimeo(5 * time.Second) },
+		func() error { return s.SetSndtimeo(5 * time.Second) },
+	} {
+		if err := set(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func newContext(t *testing.T) *Context {
+	t.Helper()
+	ctx, err := NewContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// A multipart request and its answer cross a real tcp connection frame for frame, an empty
+// frame included.
+func TestTCPRoundTrip(t *testing.T) {
+	ctx := newContext(t)
+	ep := "tcp://127.0.0.1:" + strconv.Itoa(freePort(t))
+	rep, req := pair(t, ctx, REP), pair(t, ctx, REQ)
+	if err := rep.Bind(ep); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Connect(ep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := req.SendMessage("hello", []byte{}, []byte("world")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := rep.RecvMessageBytes(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || string(got[0]) != "hello" || len(got[1]) != 0 || string(got[2]) != "world" {
+		t.Fatalf("frames %q, want hello, empty, world", got)
+	}
+	if _, err := rep.SendBytes([]byte("ok"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := req.RecvBytes(0); err != nil || string(b) != "ok" {
+		t.Fatalf("answer %q, %v", b, err)
+	}
+}
+
+// A second bind of a tcp address fails with the system's EADDRINUSE; a second bind of an ipc
+// path takes it over silently, and new clients reach the second binder (libzmq's behaviour, which
+// the simulation relies on: vLLM's pyzmq behaves alike).
+func TestBindCollisions(t *testing.T) {
+	ctx := newContext(t)
+	ep := "tcp://127.0.0.1:" + strconv.Itoa(freePort(t))
+	a, b := pair(t, ctx, REP), pair(t, ctx, REP)
+	if err := a.Bind(ep); err != nil {
+		t.Fatal(err)
+	}
+	err := b.Bind(ep)
+	if AsErrno(err) != Errno(syscall.EADDRINUSE) {
+		t.Fatalf("second tcp bind: %v (errno %d), want EADDRINUSE", err, AsErrno(err))
+	}
+	if !strings.Contains(err.Error(), "in use") {
+		t.Errorf("the error reads %q: want libzmq's own text", err)
+	}
+
+	ipc := "ipc://" + filepath.Join(t.TempDir(), "lookup.ipc")
+	first, second := pair(t, ctx, REP), pair(t, ctx, REP)
+	if err := first.Bind(ipc); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Bind(ipc); err != nil {
+		t.Fatalf("a second ipc bind failed (%v): libzmq takes the path over", err)
+	}
+	req := pair(t, ctx, REQ)
+	if err := req.Connect(ipc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := req.SendBytes([]byte("who"), 0); err != nil {
+		t.Fatal(err)
+	}
+	poller := NewPoller()
+	poller.Add(first, POLLIN)
+	poller.Add(second, POLLIN)
+	ready, err := poller.Poll(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ready) != 1 || ready[0].Socket != second {
+		t.Fatalf("the request reached %d socket(s), want the second binder alone", len(ready))
+	}
+}
+
+// A receive that times out is EAGAIN, as callers test it.
+func TestRecvTimeoutIsEAGAIN(t *testing.T) {
+	ctx := newContext(t)
+	rep := pair(t, ctx, REP)
+	if err := rep.SetRcvtimeo(10 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Bind("tcp://127.0.0.1:" + strconv.Itoa(freePort(t))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rep.RecvBytes(0); AsErrno(err) != Errno(syscall.EAGAIN) {
+		t.Fatalf("recv with nobody sending: %v, want EAGAIN", err)
+	}
+}
+
+// Where libzmq is missing, the error says so and names the package to install. The loader runs
+// once per process, so a child test process looks for a library that does not exist.
+func TestMissingLibraryNamesThePackage(t *testing.T) {
+	if os.Getenv("WIDETP_ZMQ_CHILD") == "1" {
+		_, err := NewContext()
+		if err == nil {
+			os.Exit(3)
+		}
+		os.Stderr.WriteString(err.Error())
+		if errors.Is(err, ErrNoLibzmq) {
+			os.Exit(0)
+		}
+		os.Exit(4)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMissingLibraryNamesThePackage$")
+	cmd.Env = append(os.Environ(), "WIDETP_ZMQ_CHILD=1", EnvLibrary+"=libzmq-widetp-absent.so.5")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	for _, want := range []string{"libzmq-widetp-absent.so.5", "apt-get install libzmq5", "dnf install zeromq"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the error %q does not name %q", out, want)
+		}
+	}
+}
+
+// Path is the file the loader found: what a container image must carry.
+func TestPathIsTheLoadedFile(t *testing.T) {
+	p, err := Path()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() || !strings.Contains(filepath.Base(p), "libzmq") {
+		t.Fatalf("Path() = %q (%v), want the libzmq file", p, err)
+	}
+}
