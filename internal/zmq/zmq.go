@@ -432,3 +432,12 @@ func (p *Poller) Poll(timeout time.Duration) ([]Polled, error) {
 	}
 	return out, nil
 }
+
+// Send sends one frame of text.
+func (s *Socket) Send(data string, flags Flag) (int, error) { return s.SendBytes([]byte(data), flags) }
+
+// Recv receives one frame as text.
+func (s *Socket) Recv(flags Flag) (string, error) {
+	b, err := s.RecvBytes(flags)
+	return string(b), err
+}
