@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/widetp/widetp/internal/nodeapi"
@@ -157,8 +158,8 @@ const StoreHost = nodeapi.StoreHost
 
 // storeReady and nodeReady match the lines `widetp store` and `widetp node` print once up.
 var (
-	storeReady = regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.StoreReady))
-	nodeReady  = regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.NodeReady))
+	storeReady = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.StoreReady)) })
+	nodeReady  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile("^" + regexp.QuoteMeta(nodeapi.NodeReady)) })
 )
 
 // storeSpec is the fake store of s. Each listener binds the host's own address,
@@ -177,7 +178,7 @@ func storeSpec(s *scenarios.Scenario) NodeSpec {
 			"-master-addr=" + addr(nodeapi.StoreMasterPort),
 			"-admin-addr=" + addr(nodeapi.StoreAdminPort),
 		},
-		Ready: storeReady,
+		Ready: storeReady(),
 		Ports: nodeapi.StorePorts(),
 	}
 }
@@ -224,6 +225,6 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 		Program: Widetp,
 		Args:    []string{"node"},
 		Env:     map[string]string{nodeapi.EnvConfig: string(b)},
-		Ready:   nodeReady,
+		Ready:   nodeReady(),
 	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -14,7 +15,7 @@ import (
 // The e2e suite labels the scenario's spec `bug:<reference>`, so a reference must also be a valid
 // Ginkgo label value: Ginkgo refuses '/' (and &|!,()) in labels, which is why the repository is a
 // short name from bugRepos rather than GitHub's owner/name.
-var bugRefRE = regexp.MustCompile(`^([a-z0-9][a-z0-9-]*)#([1-9][0-9]*)$`)
+var bugRefRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([a-z0-9][a-z0-9-]*)#([1-9][0-9]*)$`) })
 
 // bugRepos are the repositories a bug reference may name: the projects whose behaviour widetp
 // models. A short name outside this list is almost always a typo (`vlm#48061`), and a label
@@ -27,7 +28,7 @@ var bugRepos = map[string]string{
 // BugURL returns the GitHub address of a valid bug reference (issues and pull requests share
 // their numbers, and GitHub redirects /issues/N to /pull/N), or "" when ref is not one.
 func BugURL(ref string) string {
-	m := bugRefRE.FindStringSubmatch(ref)
+	m := bugRefRE().FindStringSubmatch(ref)
 	if m == nil {
 		return ""
 	}
@@ -51,7 +52,7 @@ func (p *parser) bugs(s *Scenario, v *yaml.Node) {
 		if !ok {
 			continue
 		}
-		m := bugRefRE.FindStringSubmatch(ref)
+		m := bugRefRE().FindStringSubmatch(ref)
 		if m == nil {
 			p.errorf(bv, path, "%q is not a bug reference: want <repo>#<number>, like vllm#48061", ref)
 			continue

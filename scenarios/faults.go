@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -167,7 +168,7 @@ func (s Step) Describe() string {
 // a host.
 func IsProcess(target string) bool { return strings.Contains(target, "/") }
 
-var stepNameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+var stepNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`) })
 
 // faults reads the `faults:` list: its shape and the names steps refer to; the targets are
 // checked against the plan in validateFaults.
@@ -187,7 +188,7 @@ func (p *parser) faults(s *Scenario, v *yaml.Node) {
 		st := Step{Name: fmt.Sprintf("step-%d", i), Line: sv.Line}
 		if f, ok := m.get("name"); ok {
 			if n, ok := p.str(f.value, path+".name"); ok {
-				if !stepNameRE.MatchString(n) {
+				if !stepNameRE().MatchString(n) {
 					p.errorf(f.value, path+".name", "%q must match [a-z0-9-]+", n)
 				}
 				st.Name = n

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -21,10 +22,10 @@ import (
 const maxFileSize = 1 << 20
 
 var (
-	nameRE    = regexp.MustCompile(`^[a-z0-9-]+$`)
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRE    = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9-]+$`) })
+	envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 	// yaml.v3's syntax errors carry their line in the text only.
-	yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+	yamlLineRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 )
 
 // parser walks one file's YAML tree and collects every problem, so that one run of the loader
@@ -98,7 +99,7 @@ func parse(file string, data []byte) (*Scenario, error) {
 
 func (p *parser) yamlError(err error) {
 	msg := err.Error()
-	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+	if m := yamlLineRE().FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
 		p.errs = append(p.errs, &Error{File: p.file, Line: line, Msg: "invalid YAML: " + m[2]})
 		return
@@ -203,7 +204,7 @@ func (p *parser) scenario(s *Scenario, root *yaml.Node) {
 	}
 	if v, ok := required("name"); ok {
 		s.nameLine = v.Line
-		if s.Name, ok = p.str(v, "name"); ok && !nameRE.MatchString(s.Name) {
+		if s.Name, ok = p.str(v, "name"); ok && !nameRE().MatchString(s.Name) {
 			p.errorf(v, "name", "%q must match [a-z0-9-]+", s.Name)
 		}
 	}
@@ -451,7 +452,7 @@ func (p *parser) env(v *yaml.Node, path string) map[string]string {
 	out := make(map[string]string, len(m.order))
 	for _, k := range m.order {
 		f := m.byKey[k]
-		if !envNameRE.MatchString(k) {
+		if !envNameRE().MatchString(k) {
 			p.errorf(f.key, join(path, k), "%q is not an environment variable name", k)
 			continue
 		}

@@ -1,6 +1,9 @@
 package vllm
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
 
 // flagKind is how argparse consumes a flag's value (vllm/engine/arg_utils.py get_kwargs maps a
 // config field's type to one of these; vllm/entrypoints/openai/cli_args.py does the same for the
@@ -361,7 +364,7 @@ type flagRef struct {
 	negated bool
 }
 
-var flagIndex = buildFlagIndex()
+var flagIndex = sync.OnceValue(buildFlagIndex)
 
 func buildFlagIndex() map[string]flagRef {
 	idx := make(map[string]flagRef, 2*len(serveFlags))

@@ -10,10 +10,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // envAssignment is a shell variable assignment word (`NAME=value`) before the program name.
-var envAssignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+var envAssignment = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`) })
 
 // ParseServe parses one `vllm serve` command line as a shell and then vLLM's argument parser
 // would (vllm/utils/argparse_utils.py FlexibleArgumentParser over cli_args.make_arg_parser):
@@ -84,7 +85,7 @@ func launchCommand(cmds [][]string) ([]string, map[string]string, error) {
 		cmdEnv := map[string]string{}
 		words := cmd
 		for {
-			for len(words) > 0 && envAssignment.MatchString(words[0]) {
+			for len(words) > 0 && envAssignment().MatchString(words[0]) {
 				k, v, _ := strings.Cut(words[0], "=")
 				cmdEnv[k] = v
 				words = words[1:]
@@ -111,7 +112,7 @@ func launchCommand(cmds [][]string) ([]string, map[string]string, error) {
 		}
 		if words[0] == "export" {
 			for _, w := range words[1:] {
-				if envAssignment.MatchString(w) {
+				if envAssignment().MatchString(w) {
 					k, v, _ := strings.Cut(w, "=")
 					exported[k] = v
 				}
@@ -150,7 +151,7 @@ func launchCommand(cmds [][]string) ([]string, map[string]string, error) {
 		// Report the first program as the one that is not vLLM.
 		for _, cmd := range cmds {
 			w := cmd
-			for len(w) > 0 && envAssignment.MatchString(w[0]) {
+			for len(w) > 0 && envAssignment().MatchString(w[0]) {
 				w = w[1:]
 			}
 			if len(w) > 0 {
@@ -192,12 +193,12 @@ func isLaunch(words []string) bool {
 	if base == "vllm" {
 		return true
 	}
-	return pythonProgram.MatchString(base) && len(words) > 2 && words[1] == "-m" && strings.HasPrefix(words[2], "vllm.")
+	return pythonProgram().MatchString(base) && len(words) > 2 && words[1] == "-m" && strings.HasPrefix(words[2], "vllm.")
 }
 
 // pythonProgram is the interpreter of a `python -m` launch: python, python3, python3.12, by any
 // path.
-var pythonProgram = regexp.MustCompile(`^python(\d+(\.\d+)*)?$`)
+var pythonProgram = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^python(\d+(\.\d+)*)?$`) })
 
 // Modules a `python -m` line may run (vllm/entrypoints/cli/main.py and
 // vllm/entrypoints/openai/api_server.py).
@@ -222,7 +223,7 @@ func entrypoint(words []string, i int) (int, string, error) {
 	switch base := path.Base(prog); {
 	case prog == "vllm" || base == "vllm":
 		return subcommand(i + 1)
-	case pythonProgram.MatchString(base):
+	case pythonProgram().MatchString(base):
 		if i+2 >= len(words) || words[i+1] != "-m" {
 			return 0, "", &ArgError{Value: prog, Reason: fmt.Sprintf("%s without `-m %s` or `-m %s serve`: not a vLLM server launch", prog, apiServerModule, cliMainModule)}
 		}
@@ -239,14 +240,14 @@ func entrypoint(words []string, i int) (int, string, error) {
 }
 
 // modelOption is FlexibleArgumentParser.parse_args' test for the --model option it relocates.
-var modelOption = regexp.MustCompile(`^--model(=.+|$)`)
+var modelOption = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^--model(=.+|$)`) })
 
 // relocateModel is FlexibleArgumentParser.parse_args for `serve`: the first `--model X` (or
 // `--model=X`) is removed and X becomes the first argument, the positional model_tag. A missing
 // value is argparse's error for --model.
 func relocateModel(words []string) ([]string, error) {
 	for j, w := range words {
-		if !modelOption.MatchString(w) {
+		if !modelOption().MatchString(w) {
 			continue
 		}
 		var tag string
@@ -325,12 +326,12 @@ func (p *argParser) run() error {
 
 // negativeNumber is argparse's _negative_number_matcher: since no option looks like a negative
 // number, such a word is a value ("--seed -1").
-var negativeNumber = regexp.MustCompile(`^-\d+$|^-\d*\.\d+$`)
+var negativeNumber = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^-\d+$|^-\d*\.\d+$`) })
 
 // looksLikeOption is argparse's test for an option string: a leading '-', not "-" alone and not
 // a negative number.
 func looksLikeOption(w string) bool {
-	return len(w) >= 2 && w[0] == '-' && !negativeNumber.MatchString(w)
+	return len(w) >= 2 && w[0] == '-' && !negativeNumber().MatchString(w)
 }
 
 func (p *argParser) positional(w string) error {
@@ -352,12 +353,12 @@ func (p *argParser) option(w string) error {
 		// FlexibleArgumentParser accepts underscores in long options: --tensor_parallel_size.
 		base = strings.ReplaceAll(base, "_", "-")
 	}
-	ref, ok := flagIndex[base]
+	ref, ok := flagIndex()[base]
 	if !ok && strings.HasPrefix(base, "--") {
 		// argparse's allow_abbrev (FlexibleArgumentParser keeps the default): a unique prefix of
 		// a long option stands for it.
 		var matches []string
-		for name := range flagIndex {
+		for name := range flagIndex() {
 			if strings.HasPrefix(name, "--") && strings.HasPrefix(name, base) {
 				matches = append(matches, name)
 			}
@@ -366,7 +367,7 @@ func (p *argParser) option(w string) error {
 		switch len(matches) {
 		case 0:
 		case 1:
-			ref, ok = flagIndex[matches[0]], true
+			ref, ok = flagIndex()[matches[0]], true
 			base = matches[0]
 		default:
 			return &ArgError{Value: w, Reason: fmt.Sprintf("ambiguous option: %s could match %s", base, strings.Join(matches, ", "))}
@@ -433,7 +434,7 @@ func (p *argParser) option(w string) error {
 // ".mode", not a dotted key), and a bare `-O` is `--optimization-level` only when a level 0-3
 // follows; otherwise argparse knows no `-O` option.
 func (p *argParser) optimizationLevel(w string) error {
-	spec := flagIndex["--optimization-level"].spec
+	spec := flagIndex()["--optimization-level"].spec
 	if w != "-O" {
 		level := w[2:]
 		if level[0] == '=' {
@@ -531,7 +532,7 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid int value: %q", val)}
 		}
 	case kindHumanInt:
-		if !humanInt.MatchString(strings.TrimSpace(val)) {
+		if !humanInt().MatchString(strings.TrimSpace(val)) {
 			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid human_readable_int value: %q", val)}
 		}
 	case kindFloat:
@@ -704,7 +705,7 @@ func mergeDict(orig, update map[string]any) {
 // else Python's int(). The value is returned as a JSON number.
 func humanReadableInt(s string) (json.Number, bool) {
 	t := strings.TrimSpace(s)
-	if m := humanSuffix.FindStringSubmatch(t); m != nil {
+	if m := humanSuffix().FindStringSubmatch(t); m != nil {
 		number, suffix := m[1], m[2]
 		if mult, ok := decimalMultiplier[suffix]; ok {
 			f, err := strconv.ParseFloat(number, 64)
@@ -728,14 +729,14 @@ func humanReadableInt(s string) (json.Number, bool) {
 
 // humanSuffix, decimalMultiplier and binaryShift are human_readable_int's tables.
 var (
-	humanSuffix       = regexp.MustCompile(`^(\d+(?:\.\d+)?)([kKmMgGtT])$`)
+	humanSuffix       = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d+(?:\.\d+)?)([kKmMgGtT])$`) })
 	decimalMultiplier = map[string]int64{"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 	binaryShift       = map[string]uint{"K": 10, "M": 20, "G": 30, "T": 40}
 )
 
 // humanInt is arg_utils.human_readable_int: digits with an optional k/m/g/t multiplier (decimal
 // with a lowercase letter, binary with an uppercase one; fractions allowed with a suffix).
-var humanInt = regexp.MustCompile(`^(\d+|\d+\.\d+[kKmMgGtT])([kKmMgGtT])?$`)
+var humanInt = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d+|\d+\.\d+[kKmMgGtT])([kKmMgGtT])?$`) })
 
 // pyInt parses what Python's int() accepts: surrounding whitespace, a sign, and digits with
 // single underscores between them ("1_000").

@@ -3,6 +3,7 @@ package vllm
 import (
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // launchMode is the branch vllm/entrypoints/cli/serve.py ServeSubcommand.cmd takes.
@@ -161,9 +162,9 @@ func servedModelNameFirst(argv []string) error {
 	}
 	relocated, config, served := false, false, false
 	for _, w := range args {
-		relocated = relocated || modelOption.MatchString(w)
-		config = config || configOption.MatchString(w)
-		served = served || servedModelNameOption.MatchString(w)
+		relocated = relocated || modelOption().MatchString(w)
+		config = config || configOption().MatchString(w)
+		served = served || servedModelNameOption().MatchString(w)
 	}
 	if relocated || config || !served || len(args) == 0 || !strings.HasPrefix(args[0], "-") {
 		return nil
@@ -173,8 +174,8 @@ func servedModelNameFirst(argv []string) error {
 
 // The option spellings parse_args looks for before argparse (argparse_utils.py).
 var (
-	configOption          = regexp.MustCompile(`^--config(=.+|$)`)
-	servedModelNameOption = regexp.MustCompile(`^--served[-_]model[-_]name(=.+|$)`)
+	configOption          = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^--config(=.+|$)`) })
+	servedModelNameOption = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^--served[-_]model[-_]name(=.+|$)`) })
 )
 
 // boolFlag is the value argparse leaves for a BooleanOptionalAction or store_true flag kept in

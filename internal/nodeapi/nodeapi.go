@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/widetp/widetp/vllm"
@@ -79,11 +80,11 @@ func StoreURLsAt(host string) StoreURLs {
 
 // hostLabel is a DNS label as RFC 1123 and Kubernetes define it: lowercase, because a container
 // hostname is one and vLLM puts socket.gethostname() into the lookup path verbatim.
-var hostLabel = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+var hostLabel = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`) })
 
 // ValidHost reports whether name is a valid host name: a lowercase DNS label ([a-z0-9-], at most
 // 63, no leading or trailing '-').
-func ValidHost(name string) bool { return hostLabel.MatchString(name) }
+func ValidHost(name string) bool { return hostLabel().MatchString(name) }
 
 // HostRule says what ValidHost wants, for error messages.
 const HostRule = "a DNS label ([a-z0-9-], at most 63, no leading or trailing '-')"

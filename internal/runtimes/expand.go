@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // ExpandArgs replaces $(NAME) in every argument by the host's variable NAME, as Kubernetes
 // expands a container's args: a program that takes its listen address as a flag (the fake store's
@@ -46,7 +47,7 @@ func expandArg(s string, env map[string]string) (string, error) {
 				return "", fmt.Errorf("$( at byte %d is not closed", i)
 			}
 			name := s[i+2 : i+2+end]
-			if !envName.MatchString(name) {
+			if !envName().MatchString(name) {
 				return "", fmt.Errorf("$(%s) at byte %d: not a variable name", name, i)
 			}
 			v, ok := env[name]

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -95,7 +96,7 @@ func WithProgress(w io.Writer) Option { return func(c *Config) { c.Progress = w 
 // WithoutSweep skips removing the leftovers of dead runs at start.
 func WithoutSweep() Option { return func(c *Config) { c.Sweep = false } }
 
-var runIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+var runIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`) })
 
 func (c *Config) Validate() error {
 	var errs []error
@@ -106,7 +107,7 @@ func (c *Config) Validate() error {
 		}
 		c.RunID = hex.EncodeToString(b[:])
 	}
-	if !runIDPattern.MatchString(c.RunID) {
+	if !runIDPattern().MatchString(c.RunID) {
 		errs = append(errs, fmt.Errorf("run id %q: want [a-z0-9-], at most 40 (it names Docker resources)", c.RunID))
 	}
 	for name, d := range map[string]time.Duration{"start timeout": c.StartTimeout, "stop grace": c.StopGrace, "ping timeout": c.PingTimeout, "op timeout": c.OpTimeout, "build timeout": c.BuildTimeout} {

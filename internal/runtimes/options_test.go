@@ -39,7 +39,7 @@ func TestConfigValidate(t *testing.T) {
 		if tt.wantErr == "" {
 			if err != nil {
 				t.Errorf("%s: %v", tt.name, err)
-			} else if !runIDPattern.MatchString(cfg.RunID) {
+			} else if !runIDPattern().MatchString(cfg.RunID) {
 				t.Errorf("%s: run id %q does not match its own pattern", tt.name, cfg.RunID)
 			}
 			continue

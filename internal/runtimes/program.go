@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 
 	"github.com/widetp/widetp/internal/nodeapi"
 )
@@ -28,10 +29,10 @@ var Widetp = Program{Name: "widetp"}
 // imports the harness is not widetp itself, so it points here at one (`go build ./cmd/widetp`).
 const EnvBinary = nodeapi.EnvBinary
 
-var programName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+var programName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`) })
 
 func (p Program) Validate() error {
-	if !programName.MatchString(p.Name) {
+	if !programName().MatchString(p.Name) {
 		return fmt.Errorf("program name %q: want [a-z0-9-]+ (it becomes an image name)", p.Name)
 	}
 	return nil

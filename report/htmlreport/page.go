@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/report"
@@ -27,7 +28,7 @@ var (
 	//go:embed page.js
 	pageJS string
 
-	pageTemplate = template.Must(template.New("page").Parse(pageHTML))
+	pageTemplate = sync.OnceValue(func() *template.Template { return template.Must(template.New("page").Parse(pageHTML)) })
 )
 
 // compactAbove is the number of processes above which the page opens on the compact picture:
@@ -89,7 +90,7 @@ func Write(w io.Writer, doc *Document, opts ...Option) error {
 	if err != nil {
 		return fmt.Errorf("render report %s: %w", doc.Report.Scenario, err)
 	}
-	if err := pageTemplate.Execute(w, data); err != nil {
+	if err := pageTemplate().Execute(w, data); err != nil {
 		return fmt.Errorf("render report %s: %w", doc.Report.Scenario, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/widetp/widetp/vllm"
 	"github.com/widetp/widetp/vllm/probe"
@@ -283,15 +284,17 @@ func addressesOf(p *vllm.ProcessPlan, channel string, c map[string]string) strin
 }
 
 var (
-	uuidPath = regexp.MustCompile(`/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	hexStore = regexp.MustCompile(`/vllm_dist_[0-9a-f]{32}$`)
+	uuidPath = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	})
+	hexStore = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`/vllm_dist_[0-9a-f]{32}$`) })
 )
 
 // canonEndpoint names an endpoint's random part by its shape and a host-local rendezvous address
 // by who meets there.
 func canonEndpoint(ep string, c map[string]string) string {
-	ep = uuidPath.ReplaceAllString(ep, "/<uuid4>")
-	ep = hexStore.ReplaceAllString(ep, "/vllm_dist_<hex>")
+	ep = uuidPath().ReplaceAllString(ep, "/<uuid4>")
+	ep = hexStore().ReplaceAllString(ep, "/vllm_dist_<hex>")
 	if rest, ok := strings.CutPrefix(ep, "tcp://"); ok {
 		return "tcp://" + canon(rest, c)
 	}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/widetp/widetp/report"
 
@@ -103,7 +104,7 @@ func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[str
 	return out
 }
 
-var hashValue = regexp.MustCompile(`(Worker|Expected) hash: [^,. ]+`)
+var hashValue = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(Worker|Expected) hash: [^,. ]+`) })
 
 // maskHashes names the hash values of a configuration-mismatch refusal by their place.
-func maskHashes(s string) string { return hashValue.ReplaceAllString(s, "$1 hash: <hash>") }
+func maskHashes(s string) string { return hashValue().ReplaceAllString(s, "$1 hash: <hash>") }

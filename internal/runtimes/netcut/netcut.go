@@ -74,11 +74,11 @@ func New(hook Hook, runID string, owner runtimes.Owner) *Table {
 // Name is the table's name.
 func (t *Table) Name() string { return t.name }
 
-var unsafe = regexp.MustCompile(`[^a-zA-Z0-9]`)
+var unsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`[^a-zA-Z0-9]`) })
 
-func sanitize(s string) string { return unsafe.ReplaceAllString(s, "") }
+func sanitize(s string) string { return unsafe().ReplaceAllString(s, "") }
 
-func chainName(name string) string { return "cut_" + unsafe.ReplaceAllString(name, "_") }
+func chainName(name string) string { return "cut_" + unsafe().ReplaceAllString(name, "_") }
 
 // Partition drops every packet between a and b (both ways) until Heal(name). Calling it again
 // with the same name replaces the addresses (a host that restarted with another address).
