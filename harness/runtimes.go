@@ -82,7 +82,7 @@ var (
 	WithRunID = runtimes.WithRunID
 	// WithBinary sets the widetp binary the hosts run and the images are built from.
 	WithBinary = runtimes.WithBinary
-	// WithStartTimeout bounds each node's start.
+	// WithStartTimeout bounds each step of a node's start (create, start, then its ready line).
 	WithStartTimeout = runtimes.WithStartTimeout
 	// WithStopGrace sets how long Stop waits between SIGTERM and SIGKILL.
 	WithStopGrace = runtimes.WithStopGrace

@@ -20,7 +20,9 @@ type Config struct {
 	// binary is the widetp binary the hosts run (WithBinary, else $WIDETP_BIN); validate makes it
 	// absolute.
 	Binary string
-	// startTimeout bounds each node's start, from create to its ready line. 60 s: a cached scratch
+	// startTimeout bounds each step of a node's start on its own: creating it, starting it, and
+	// from its own start to its ready line (the engine queues a large run's starts, which must not
+	// count against one node). 60 s: a cached scratch
 	// image starts in well under a second, but 2 shared cores under a parallel suite and
 	// fuse-overlayfs can stretch that a lot, and a hung start must still end.
 	StartTimeout time.Duration
@@ -72,7 +74,7 @@ func WithRunID(id string) Option { return func(c *Config) { c.RunID = id } }
 // $WIDETP_BIN, and with neither a runtime does not start.
 func WithBinary(path string) Option { return func(c *Config) { c.Binary = path } }
 
-// WithStartTimeout bounds each node's start.
+// WithStartTimeout bounds each step of a node's start (create, start, ready line from its own start).
 func WithStartTimeout(d time.Duration) Option { return func(c *Config) { c.StartTimeout = d } }
 
 // WithStopGrace sets how long Stop waits between SIGTERM and SIGKILL.

@@ -295,9 +295,13 @@ func containerEnv(s runtimes.NodeSpec, runID string) map[string]string {
 	return env
 }
 
+// startNode creates and starts s's container and waits for its ready line. The start bound applies
+// to each step on its own (the creation, the start, then the ready line from the container's own
+// start): the engine works through a large run's creations and starts a few at a time, so a bound
+// on the whole would count the queue of the other hosts against this one (64 hosts on 2 cores
+// queue for longer than a minute).
 func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) error {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
-	defer cancel()
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, d.cfg.StartTimeout) }
 	labels := d.labels()
 	labels[runtimes.LabelHost] = s.Host
 	env := containerEnv(s, d.cfg.RunID)
@@ -318,7 +322,8 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) 
 		exposed[port] = struct{}{}
 		bindings[port] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
 	}
-	res, err := d.api.ContainerCreate(ctx, client.ContainerCreateOptions{
+	cctx, cancel := step()
+	res, err := d.api.ContainerCreate(cctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image: img.Ref,
 			Cmd:   args,
@@ -340,6 +345,7 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) 
 		}},
 		Name: "widetp-" + d.cfg.RunID + "-" + s.Host,
 	})
+	cancel()
 	if err != nil {
 		return fmt.Errorf("start node %s: create container: %w", s.Host, err)
 	}
@@ -354,10 +360,15 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) 
 		_, err := d.api.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 		return errors.Join(fmt.Errorf("start node %s: the runtime was closed during the start", s.Host), err)
 	}
-	if _, err := d.api.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+	sctx, cancel := step()
+	_, err = d.api.ContainerStart(sctx, res.ID, client.ContainerStartOptions{})
+	cancel()
+	if err != nil {
 		return d.startFailure(s.Host, res.ID, fmt.Errorf("start container: %w", err))
 	}
-	if err := d.waitReady(ctx, s, res.ID, 0); err != nil {
+	rctx, cancel := step()
+	defer cancel()
+	if err := d.waitReady(rctx, s, res.ID, 0); err != nil {
 		return err
 	}
 	d.progressf("node %s up", s.Host)
@@ -561,7 +572,9 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 	if err := d.cuts.Refresh(sctx, host); err != nil {
 		return fmt.Errorf("restart host %s: %w", host, err)
 	}
-	return d.waitReady(sctx, n.spec, n.id, seen)
+	rctx, cancelReady := context.WithTimeout(ctx, d.cfg.StartTimeout)
+	defer cancelReady()
+	return d.waitReady(rctx, n.spec, n.id, seen)
 }
 
 // address is a host's address on the run's network, as the engine reports it now.
