@@ -58,9 +58,12 @@ const (
 	// rendezvousPerGPU adds for the processes that start before the last member joins: about one
 	// simulated process per GPU, each a fork and exec plus a store post (~20 ms of a shared core).
 	rendezvousPerGPU = 20 * time.Millisecond
-	// lookupTimeout is simnode's default: a local ipc round trip takes well under a millisecond,
-	// so 2 s without an answer means no server, not a slow one.
-	lookupTimeout = 2 * time.Second
+	// lookupBase is simnode's default: a local ipc round trip takes well under a millisecond, so
+	// 2 s without an answer means no server, not a slow one — on an idle machine. lookupPerGPU adds
+	// for the processes that share the 2 cores with the server: at 64 nodes (512 GPUs, 608
+	// processes and the engine starting 65 containers) a live server went unanswered for 2 s.
+	lookupBase   = 2 * time.Second
+	lookupPerGPU = 20 * time.Millisecond
 	// storeTimeout is simnode's default: Mooncake's metadata client bound plus a few retries.
 	storeTimeout = 5 * time.Second
 	// storeStartTimeout bounds a node's wait for the store, which starts in the same round: the
@@ -84,7 +87,7 @@ func clusterDefaults(s *scenarios.Scenario) clusterConfig {
 	}
 	t := NodeTimeouts{
 		Rendezvous: rendezvousBase + time.Duration(gpus)*rendezvousPerGPU,
-		Lookup:     lookupTimeout,
+		Lookup:     lookupBase + time.Duration(gpus)*lookupPerGPU,
 		Store:      storeTimeout,
 		StoreStart: storeStartTimeout,
 	}

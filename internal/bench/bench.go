@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
 )
 
@@ -130,10 +131,27 @@ func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harne
 	res, err := harness.Run(ctx, s, harness.WithRuntime(rt),
 		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...))
 	peak, procs := sampler.stop()
-	if err == nil && (res.Report == nil || len(res.Report.Processes) == 0) {
-		err = errors.New("the run reported no process")
+	if err == nil {
+		err = unexpected(res)
 	}
 	return time.Since(start), peak, procs, err
+}
+
+// unexpected refuses a run that did not go as its scenario expects: a time to a wrong verdict (a
+// healthy deployment that timed out somewhere, say) is not a measurement of the harness.
+func unexpected(res *harness.Result) error {
+	if res == nil || res.Report == nil || len(res.Report.Processes) == 0 {
+		return errors.New("the run reported no process")
+	}
+	if res.Match {
+		return nil
+	}
+	rep := res.Report
+	err := fmt.Errorf("the run observed %v where the scenario expects %v", report.KindSet(rep.Violations), rep.Expected)
+	if len(rep.Violations) > 0 {
+		err = fmt.Errorf("%w; the first: %s", err, rep.Violations[0].Message)
+	}
+	return err
 }
 
 // benchSeq numbers this process's runs (their run ids, which the memory sampler looks for).

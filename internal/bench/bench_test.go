@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/widetp/widetp/check"
+	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/vllm"
 )
 
@@ -33,6 +35,27 @@ func TestWideTPIsHealthyAtEverySize(t *testing.T) {
 	for _, n := range []int{0, 3} {
 		if _, err := WideTP(n); err == nil || !strings.Contains(err.Error(), "even") {
 			t.Errorf("WideTP(%d) = %v, want it refused", n, err)
+		}
+	}
+}
+
+// A run that did not observe what its scenario expects is refused, naming what it saw: its time
+// is the time to a wrong verdict, not a measurement.
+func TestUnexpectedRunsAreRefused(t *testing.T) {
+	proc := []report.Process{{ID: "n0/0/api-server-0"}}
+	healthy := &harness.Result{Match: true, Report: &report.Report{Processes: proc, Violations: []report.Violation{}}}
+	if err := unexpected(healthy); err != nil {
+		t.Errorf("a matching run: %v", err)
+	}
+	timedOut := &harness.Result{Report: &report.Report{Processes: proc, Violations: []report.Violation{
+		{Kind: report.LookupUnreachable, Message: "n36/0/engine-core-18 got no answer: timeout after 2s"}}}}
+	err := unexpected(timedOut)
+	if err == nil || !strings.Contains(err.Error(), string(report.LookupUnreachable)) || !strings.Contains(err.Error(), "timeout after 2s") {
+		t.Errorf("a healthy deployment that observed a violation: %v, want it refused naming the kind and the message", err)
+	}
+	for _, res := range []*harness.Result{nil, {Match: true}, {Match: true, Report: &report.Report{}}} {
+		if err := unexpected(res); err == nil || !strings.Contains(err.Error(), "no process") {
+			t.Errorf("a run without records: %v", err)
 		}
 	}
 }

@@ -20,9 +20,9 @@ type Config struct {
 	// binary is the widetp binary the hosts run (WithBinary, else $WIDETP_BIN); validate makes it
 	// absolute.
 	Binary string
-	// startTimeout bounds each step of a node's start on its own: creating it, starting it, and
-	// from its own start to its ready line (the engine queues a large run's starts, which must not
-	// count against one node). 60 s: a cached scratch
+	// startTimeout bounds each step of a node's start on its own: creating it and starting it (each
+	// plus the engine's queue of the other hosts of the round, on Docker), and from its own start to
+	// its ready line. 60 s: a cached scratch
 	// image starts in well under a second, but 2 shared cores under a parallel suite and
 	// fuse-overlayfs can stretch that a lot, and a hung start must still end.
 	StartTimeout time.Duration

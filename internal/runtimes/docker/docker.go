@@ -220,7 +220,7 @@ func (d *Docker) StartNodes(ctx context.Context, specs ...runtimes.NodeSpec) err
 	}
 	plan := make([]func() error, len(specs))
 	for i, s := range specs {
-		plan[i] = func() error { return d.startNode(ctx, s, images[s.Program.Name]) }
+		plan[i] = func() error { return d.startNode(ctx, s, images[s.Program.Name], len(specs)) }
 	}
 	return runtimes.RunConcurrently(plan)
 }
@@ -295,13 +295,20 @@ func containerEnv(s runtimes.NodeSpec, runID string) map[string]string {
 	return env
 }
 
-// startNode creates and starts s's container and waits for its ready line. The start bound applies
-// to each step on its own (the creation, the start, then the ready line from the container's own
-// start): the engine works through a large run's creations and starts a few at a time, so a bound
-// on the whole would count the queue of the other hosts against this one (64 hosts on 2 cores
-// queue for longer than a minute).
-func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) error {
-	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, d.cfg.StartTimeout) }
+// engineQueuePerHost is what each host of a round of starts adds to the bound on one engine call
+// (create, start) of that round. The engine works through a round's creations and starts a few at
+// a time, so a call waits behind the rest of the round: the floor of 65 hosts took 38 s on 2 shared
+// cores (0.6 s a host), and one start call of a 65-host run waited more than a minute while the
+// run's processes loaded the machine. 2 s a host leaves three times the floor's pace.
+const engineQueuePerHost = 2 * time.Second
+
+// startNode creates and starts s's container, one of a round of round hosts, and waits for its
+// ready line. The create and start calls are each bounded by the start timeout plus the round's
+// queue (engineQueuePerHost a host); the ready line by the start timeout from the container's own
+// start, so that the queue of the other hosts never counts against this one.
+func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image, round int) error {
+	engineBound := d.cfg.StartTimeout + time.Duration(round)*engineQueuePerHost
+	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, engineBound) }
 	labels := d.labels()
 	labels[runtimes.LabelHost] = s.Host
 	env := containerEnv(s, d.cfg.RunID)
@@ -366,7 +373,7 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image) 
 	if err != nil {
 		return d.startFailure(s.Host, res.ID, fmt.Errorf("start container: %w", err))
 	}
-	rctx, cancel := step()
+	rctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
 	if err := d.waitReady(rctx, s, res.ID, 0); err != nil {
 		return err
