@@ -58,6 +58,11 @@ const (
 	// rendezvousPerGPU adds for the processes that start before the last member joins: about one
 	// simulated process per GPU, each a fork and exec plus a store post (~20 ms of a shared core).
 	rendezvousPerGPU = 20 * time.Millisecond
+	// rendezvousPerHost adds for the engine's pace: Docker starts a round's containers a few at a
+	// time, about 0.6 s a host on 2 cores with nothing else running (the benchmark's floor) and
+	// slower while the early hosts' processes run, so the last member of a rendezvous can start
+	// that much after the first (at 17 hosts a healthy DP handshake timed out after 13 s).
+	rendezvousPerHost = time.Second
 	// lookupBase is simnode's default: a local ipc round trip takes well under a millisecond, so
 	// 2 s without an answer means no server, not a slow one — on an idle machine. lookupPerGPU adds
 	// for the processes that share the 2 cores with the server: at 64 nodes (512 GPUs, 608
@@ -86,7 +91,7 @@ func clusterDefaults(s *scenarios.Scenario) clusterConfig {
 		gpus += n.GPUs
 	}
 	t := NodeTimeouts{
-		Rendezvous: rendezvousBase + time.Duration(gpus)*rendezvousPerGPU,
+		Rendezvous: rendezvousBase + time.Duration(gpus)*rendezvousPerGPU + time.Duration(len(s.Nodes)+1)*rendezvousPerHost,
 		Lookup:     lookupBase + time.Duration(gpus)*lookupPerGPU,
 		Store:      storeTimeout,
 		StoreStart: storeStartTimeout,

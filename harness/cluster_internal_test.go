@@ -62,7 +62,7 @@ func TestNodeConfigIsSimnodesConfig(t *testing.T) {
 	if got.Store.Admin != "http://"+StoreHost+":9003" || got.Store.Metadata != "http://"+StoreHost+":8080" || got.Store.Master != "http://"+StoreHost+":50052" {
 		t.Errorf("store URLs %+v", got.Store)
 	}
-	if time.Duration(got.Timeouts.Rendezvous) != cfg.timeouts.Rendezvous || time.Duration(got.Timeouts.Lookup) != 2*time.Second {
+	if time.Duration(got.Timeouts.Rendezvous) != cfg.timeouts.Rendezvous || time.Duration(got.Timeouts.Lookup) != 2*time.Second+4*20*time.Millisecond {
 		t.Errorf("timeouts %+v, want %+v", got.Timeouts, cfg.timeouts)
 	}
 	var profile struct {
@@ -81,11 +81,17 @@ func TestNodeConfigIsSimnodesConfig(t *testing.T) {
 	}
 }
 
-// Bounds grow with the deployment: a rendezvous waits for every member's start.
+// Bounds grow with the deployment: a rendezvous waits for every member's start (the engine starts
+// hosts a few at a time, and each GPU's process takes its share of the cores), and a lookup's
+// answer comes from a process that shares the cores with every other.
 func TestClusterBoundsFollowTheScenario(t *testing.T) {
 	small := clusterDefaults(parseScenario(t, twoNodes))
-	if small.timeouts.Rendezvous != 10*time.Second+4*20*time.Millisecond || small.settle <= 2*small.timeouts.Rendezvous {
+	// Two nodes of 2 GPUs and the store: 3 hosts, 4 GPUs.
+	if small.timeouts.Rendezvous != 10*time.Second+4*20*time.Millisecond+3*time.Second || small.settle <= 2*small.timeouts.Rendezvous {
 		t.Errorf("two 2-GPU nodes: %+v", small)
+	}
+	if small.timeouts.Lookup != 2*time.Second+4*20*time.Millisecond {
+		t.Errorf("two 2-GPU nodes: lookup bound %v", small.timeouts.Lookup)
 	}
 	cfg := clusterConfig{timeouts: NodeTimeouts{Rendezvous: time.Second, Lookup: time.Second, Store: time.Second}}
 	if err := cfg.validate(parseScenario(t, twoNodes)); err != nil || cfg.settle != settleBound(cfg.timeouts, 4) {
