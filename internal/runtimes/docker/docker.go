@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"regexp"
 	"sort"
@@ -16,18 +17,12 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/harness/ipcdir"
 	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/internal/runtimes/netcut"
 )
 
-// Docker is the Runtime on a Docker engine, through the engine's own API client (the calls the
+// Docker is the Runtime on a Docker engine, through the Engine API calls of api.go (the calls the
 // floor makes, nothing in between): one user-defined bridge
 // network per run, one container per host (hostname and network alias = the host, so libzmq and
 // the rendezvous resolve peers by name through the engine's DNS), a tmpfs at /tmp as the host's
@@ -36,7 +31,7 @@ type Docker struct {
 	cfg     runtimes.Config
 	owner   runtimes.Owner
 	machine string
-	api     *client.Client
+	api     *engine
 	netID   string
 	netName string
 	images  *imageBuilder
@@ -106,11 +101,11 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		}
 	}
 	d.images = newImageBuilder(d.api, cfg, d.labels())
-	nw, err := cli.NetworkCreate(ctx, d.NetworkName(), client.NetworkCreateOptions{Driver: "bridge", Labels: d.labels()})
+	netID, err := cli.NetworkCreate(ctx, d.NetworkName(), d.labels())
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("create the run's network: %w", err), d.Close(ctx))
 	}
-	d.netID, d.netName = nw.ID, d.NetworkName()
+	d.netID, d.netName = netID, d.NetworkName()
 	return d, nil
 }
 
@@ -147,11 +142,14 @@ func (d *Docker) Endpoints(ctx context.Context, host string) (map[int]string, er
 	if err != nil {
 		return nil, fmt.Errorf("endpoints of %w", err)
 	}
-	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	ins, _, err := d.api.ContainerInspect(ctx, n.id)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints of host %s: inspect: %w", host, err)
 	}
-	addrs, err := publishedAddrs(ins.Container.NetworkSettings.Ports, n.spec.Ports)
+	if ins.NetworkSettings == nil {
+		return nil, fmt.Errorf("endpoints of host %s: the engine reported no network settings", host)
+	}
+	addrs, err := publishedAddrs(ins.NetworkSettings.Ports, n.spec.Ports)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints of host %s: %w", host, err)
 	}
@@ -159,26 +157,22 @@ func (d *Docker) Endpoints(ctx context.Context, host string) (map[int]string, er
 }
 
 // publishedAddrs maps each wanted container port to the loopback address the engine published it on.
-func publishedAddrs(ports network.PortMap, want []int) (map[int]string, error) {
+// ports is the engine's map of "PORT/PROTO" to the bindings of the port.
+func publishedAddrs(ports map[string][]portBinding, want []int) (map[int]string, error) {
 	addrs := map[int]string{}
 	for _, p := range want {
 		found := false
-		for k, bs := range ports {
-			if int(k.Num()) != p || k.Proto() != "tcp" {
+		for _, b := range ports[strconv.Itoa(p)+"/tcp"] {
+			if b.HostPort == "" {
 				continue
 			}
-			for _, b := range bs {
-				if b.HostPort == "" {
-					continue
-				}
-				host := "127.0.0.1"
-				if b.HostIP.IsValid() && !b.HostIP.IsUnspecified() {
-					host = b.HostIP.String()
-				}
-				addrs[p] = host + ":" + b.HostPort
-				found = true
-				break
+			host := "127.0.0.1"
+			if ip, err := netip.ParseAddr(b.HostIP); err == nil && !ip.IsUnspecified() {
+				host = ip.String()
 			}
+			addrs[p] = net.JoinHostPort(host, b.HostPort)
+			found = true
+			break
 		}
 		if !found {
 			return nil, fmt.Errorf("port %d/tcp was not published", p)
@@ -321,36 +315,33 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image, 
 		envList = append(envList, k+"="+v)
 	}
 	sort.Strings(envList)
-	exposed := network.PortSet{}
+	exposed := map[string]struct{}{}
 	// Published ports listen on loopback only: the harness is the only outside client.
-	bindings := network.PortMap{}
+	bindings := map[string][]portBinding{}
 	for _, p := range s.Ports {
-		port := network.MustParsePort(strconv.Itoa(p) + "/tcp")
+		port := strconv.Itoa(p) + "/tcp"
 		exposed[port] = struct{}{}
-		bindings[port] = []network.PortBinding{{HostIP: netip.MustParseAddr("127.0.0.1")}}
+		bindings[port] = []portBinding{{HostIP: "127.0.0.1"}}
 	}
 	cctx, cancel := step()
-	res, err := d.api.ContainerCreate(cctx, client.ContainerCreateOptions{
-		Config: &container.Config{
-			Image: img.Ref,
-			Cmd:   args,
-			Env:   envList,
-			// The hostname is what vLLM's processes see as their host (gethostname).
-			Hostname:     s.Host,
-			Labels:       labels,
-			ExposedPorts: exposed,
-		},
-		HostConfig: &container.HostConfig{
+	id, err := d.api.ContainerCreate(cctx, "widetp-"+d.cfg.RunID+"-"+s.Host, containerCreate{
+		Image: img.Ref,
+		Cmd:   args,
+		Env:   envList,
+		// The hostname is what vLLM's processes see as their host (gethostname).
+		Hostname:     s.Host,
+		Labels:       labels,
+		ExposedPorts: exposed,
+		HostConfig: hostConfig{
 			// A scratch image has no /tmp; the tmpfs is also the host's private ipc directory, so
 			// two hosts binding one ipc path do not collide, as on two real machines.
 			Tmpfs:        map[string]string{ipcRoot: "rw,mode=1777,size=" + d.cfg.TmpfsSize},
 			PortBindings: bindings,
 		},
 		// Peers resolve the host by name through the engine's DNS: its alias on the run's network.
-		NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{
+		NetworkingConfig: networkingConfig{EndpointsConfig: map[string]endpointConfig{
 			d.netName: {Aliases: []string{s.Host}},
 		}},
-		Name: "widetp-" + d.cfg.RunID + "-" + s.Host,
 	})
 	cancel()
 	if err != nil {
@@ -359,23 +350,23 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image, 
 	d.mu.Lock()
 	closed := d.closed
 	if n, ok := d.nodes[s.Host]; ok && !closed {
-		n.id = res.ID
+		n.id = id
 	}
 	d.mu.Unlock()
 	if closed {
 		// Close ran while the engine created this container: it did not see it, so remove it here.
-		_, err := d.api.ContainerRemove(context.WithoutCancel(ctx), res.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+		err := d.api.ContainerRemove(context.WithoutCancel(ctx), id)
 		return errors.Join(fmt.Errorf("start node %s: the runtime was closed during the start", s.Host), err)
 	}
 	sctx, cancel := step()
-	_, err = d.api.ContainerStart(sctx, res.ID, client.ContainerStartOptions{})
+	err = d.api.ContainerStart(sctx, id)
 	cancel()
 	if err != nil {
-		return d.startFailure(s.Host, res.ID, fmt.Errorf("start container: %w", err))
+		return d.startFailure(s.Host, id, fmt.Errorf("start container: %w", err))
 	}
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
-	if err := d.waitReady(rctx, s, res.ID, 0); err != nil {
+	if err := d.waitReady(rctx, s, id, 0); err != nil {
 		return err
 	}
 	d.progressf("node %s up", s.Host)
@@ -400,16 +391,16 @@ func (d *Docker) startFailure(host, id string, err error) error {
 // running right after start counts as up.
 func (d *Docker) waitReady(ctx context.Context, s runtimes.NodeSpec, id string, seen int) error {
 	if s.Ready == nil {
-		ins, err := d.api.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+		ins, _, err := d.api.ContainerInspect(ctx, id)
 		if err != nil {
 			return d.startFailure(s.Host, id, fmt.Errorf("inspect: %w", err))
 		}
-		if st := ins.Container.State; st != nil && !st.Running {
+		if st := ins.State; st != nil && !st.Running {
 			return d.exited(s.Host, id, st.ExitCode)
 		}
 		return nil
 	}
-	logs, err := d.api.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
+	logs, err := d.api.ContainerLogs(ctx, id, true)
 	if err != nil {
 		return d.startFailure(s.Host, id, fmt.Errorf("follow logs: %w", err))
 	}
@@ -426,13 +417,13 @@ func (d *Docker) waitReady(ctx context.Context, s runtimes.NodeSpec, id string, 
 	// The stream ended: the program is gone. Its exit code comes from the engine.
 	ictx, cancel := context.WithTimeout(context.Background(), d.cfg.PingTimeout)
 	defer cancel()
-	ins, err := d.api.ContainerInspect(ictx, id, client.ContainerInspectOptions{})
+	ins, _, err := d.api.ContainerInspect(ictx, id)
 	if err != nil {
 		return d.startFailure(s.Host, id, fmt.Errorf("output ended before a line matching %q; inspect: %w", s.Ready, err))
 	}
 	code := -1
-	if ins.Container.State != nil {
-		code = ins.Container.State.ExitCode
+	if ins.State != nil {
+		code = ins.State.ExitCode
 	}
 	return d.exited(s.Host, id, code)
 }
@@ -469,7 +460,7 @@ func scanForLine(multiplexed io.Reader, re *regexp.Regexp, n int) (bool, error) 
 	pr, pw := io.Pipe()
 	go func() {
 		// Both streams go to one pipe: a ready line may be printed on either.
-		_, err := stdcopy.StdCopy(pw, pw, multiplexed)
+		err := demux(pw, pw, multiplexed)
 		pw.CloseWithError(err)
 	}()
 	defer pr.Close()
@@ -517,7 +508,7 @@ func (d *Docker) Kill(ctx context.Context, host, signal string) error {
 	if err != nil {
 		return fmt.Errorf("kill %w", err)
 	}
-	if _, err := d.api.ContainerKill(ctx, n.id, client.ContainerKillOptions{Signal: signal}); err != nil {
+	if err := d.api.ContainerKill(ctx, n.id, signal); err != nil {
 		return fmt.Errorf("kill host %s with %s: %w", host, signal, err)
 	}
 	return nil
@@ -531,7 +522,7 @@ func (d *Docker) Pause(ctx context.Context, host string) error {
 	if err != nil {
 		return fmt.Errorf("pause %w", err)
 	}
-	if _, err := d.api.ContainerPause(ctx, n.id, client.ContainerPauseOptions{}); err != nil {
+	if err := d.api.ContainerPause(ctx, n.id); err != nil {
 		return fmt.Errorf("pause host %s: %w", host, err)
 	}
 	return nil
@@ -545,7 +536,7 @@ func (d *Docker) Unpause(ctx context.Context, host string) error {
 	if err != nil {
 		return fmt.Errorf("unpause %w", err)
 	}
-	if _, err := d.api.ContainerUnpause(ctx, n.id, client.ContainerUnpauseOptions{}); err != nil {
+	if err := d.api.ContainerUnpause(ctx, n.id); err != nil {
 		return fmt.Errorf("unpause host %s: %w", host, err)
 	}
 	return nil
@@ -571,7 +562,7 @@ func (d *Docker) Restart(ctx context.Context, host string) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, d.cfg.StartTimeout)
 	defer cancel()
-	if _, err := d.api.ContainerStart(sctx, n.id, client.ContainerStartOptions{}); err != nil {
+	if err := d.api.ContainerStart(sctx, n.id); err != nil {
 		return d.startFailure(host, n.id, fmt.Errorf("restart: %w", err))
 	}
 	// The engine may hand the container another address: its partitions follow it at once,
@@ -590,13 +581,15 @@ func (d *Docker) address(ctx context.Context, host string) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	ins, _, err := d.api.ContainerInspect(ctx, n.id)
 	if err != nil {
 		return netip.Addr{}, fmt.Errorf("inspect host %s: %w", host, err)
 	}
-	if ins.Container.NetworkSettings != nil {
-		if ep := ins.Container.NetworkSettings.Networks[d.netName]; ep != nil && ep.IPAddress.IsValid() {
-			return ep.IPAddress, nil
+	if ins.NetworkSettings != nil {
+		if ep := ins.NetworkSettings.Networks[d.netName]; ep != nil {
+			if ip, err := netip.ParseAddr(ep.IPAddress); err == nil {
+				return ip, nil
+			}
 		}
 	}
 	return netip.Addr{}, fmt.Errorf("host %s has no address on network %s (is it running?)", host, d.netName)
@@ -625,15 +618,15 @@ func (d *Docker) State(ctx context.Context, host string) (runtimes.State, error)
 	if err != nil {
 		return runtimes.State{}, fmt.Errorf("state of %w", err)
 	}
-	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	ins, _, err := d.api.ContainerInspect(ctx, n.id)
 	if err != nil {
 		return runtimes.State{}, fmt.Errorf("state of host %s: %w", host, err)
 	}
-	st := ins.Container.State
+	st := ins.State
 	if st == nil {
 		return runtimes.State{}, fmt.Errorf("state of host %s: the engine reported none", host)
 	}
-	return runtimes.State{Status: string(st.Status), Running: st.Running, Paused: st.Paused, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled}, nil
+	return runtimes.State{Status: st.Status, Running: st.Running, Paused: st.Paused, ExitCode: st.ExitCode, OOMKilled: st.OOMKilled}, nil
 }
 
 // Logs implements Runtime.
@@ -652,13 +645,13 @@ func (d *Docker) Logs(ctx context.Context, host string) ([]byte, error) {
 }
 
 func (d *Docker) logs(ctx context.Context, id string) ([]byte, error) {
-	rc, err := d.api.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true})
+	rc, err := d.api.ContainerLogs(ctx, id, false)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
 	var buf bytes.Buffer
-	if _, err := stdcopy.StdCopy(&buf, &buf, rc); err != nil {
+	if err := demux(&buf, &buf, rc); err != nil {
 		return buf.Bytes(), err
 	}
 	return buf.Bytes(), nil
@@ -722,15 +715,9 @@ func (d *Docker) Inspect(ctx context.Context, host string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect %w", err)
 	}
-	ins, err := d.api.ContainerInspect(ctx, n.id, client.ContainerInspectOptions{})
+	_, raw, err := d.api.ContainerInspect(ctx, n.id)
 	if err != nil {
 		return nil, fmt.Errorf("inspect host %s: %w", host, err)
-	}
-	raw := []byte(ins.Raw)
-	if len(raw) == 0 {
-		if raw, err = json.Marshal(ins.Container); err != nil {
-			return nil, fmt.Errorf("inspect host %s: %w", host, err)
-		}
 	}
 	var buf bytes.Buffer
 	if err := json.Indent(&buf, raw, "", "  "); err != nil {
@@ -769,8 +756,8 @@ func (d *Docker) Close(ctx context.Context) error {
 			continue
 		}
 		steps = append(steps, func() error {
-			_, err := d.api.ContainerRemove(ctx, n.id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-			if err != nil && !cerrdefs.IsNotFound(err) {
+			err := d.api.ContainerRemove(ctx, n.id)
+			if err != nil && !isNotFound(err) {
 				return fmt.Errorf("remove host %s: %w", h, err)
 			}
 			d.mu.Lock()
@@ -795,14 +782,14 @@ func (d *Docker) Close(ctx context.Context) error {
 		errs = append(errs, d.cuts.Close(ctx))
 	}
 	if d.netID != "" && remaining == 0 {
-		if _, err := d.api.NetworkRemove(ctx, d.netID, client.NetworkRemoveOptions{}); err != nil && !cerrdefs.IsNotFound(err) {
+		if err := d.api.NetworkRemove(ctx, d.netID); err != nil && !isNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove network %s: %w", d.netName, err))
 		} else {
 			d.netID = ""
 		}
 	}
 	// Only idle connections close: the client stays usable for a retry of Close.
-	_ = d.api.Close()
+	d.api.Close()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close run %s: %w", d.cfg.RunID, err)
 	}
@@ -816,35 +803,30 @@ func (d *Docker) progressf(format string, args ...any) {
 // stop asks a container's program to end (SIGTERM) and kills it after the stop grace.
 func (d *Docker) stop(ctx context.Context, id string) error {
 	secs := int((d.cfg.StopGrace + time.Second - 1) / time.Second)
-	_, err := d.api.ContainerStop(ctx, id, client.ContainerStopOptions{Timeout: &secs})
-	return err
+	return d.api.ContainerStop(ctx, id, secs)
 }
 
 // exec runs argv in a container and returns its exit code and output.
 func (d *Docker) exec(ctx context.Context, id string, argv ...string) (int, bytes.Buffer, bytes.Buffer, error) {
 	var stdout, stderr bytes.Buffer
-	ex, err := d.api.ExecCreate(ctx, id, client.ExecCreateOptions{Cmd: argv, AttachStdout: true, AttachStderr: true})
+	execID, out, err := d.api.Exec(ctx, id, argv)
 	if err != nil {
-		return 0, stdout, stderr, fmt.Errorf("exec create: %w", err)
+		return 0, stdout, stderr, err
 	}
-	att, err := d.api.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
-	if err != nil {
-		return 0, stdout, stderr, fmt.Errorf("exec attach: %w", err)
-	}
-	defer att.Close()
-	if _, err := stdcopy.StdCopy(&stdout, &stderr, att.Reader); err != nil {
+	defer out.Close()
+	if err := demux(&stdout, &stderr, out); err != nil {
 		return 0, stdout, stderr, fmt.Errorf("read exec output: %w", err)
 	}
 	// The output ends when the program does; the engine may record its exit a moment later.
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		ins, err := d.api.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+		running, code, err := d.api.ExecInspect(ctx, execID)
 		if err != nil {
 			return 0, stdout, stderr, fmt.Errorf("exec inspect: %w", err)
 		}
-		if !ins.Running {
-			return ins.ExitCode, stdout, stderr, nil
+		if !running {
+			return code, stdout, stderr, nil
 		}
 		select {
 		case <-ctx.Done():

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/moby/moby/client"
 )
 
 // EngineUnavailableError says no Docker engine answered. The CLI maps it to exit 3 (infrastructure)
@@ -24,10 +22,10 @@ func (e *EngineUnavailableError) Error() string {
 
 func (e *EngineUnavailableError) Unwrap() error { return e.Err }
 
-// newEngineClient connects to the engine the environment names (DOCKER_HOST, or the default socket),
-// negotiating the API version down to the engine's (Debian's engine speaks 1.41).
-func newEngineClient() (*client.Client, error) {
-	cli, err := client.New(client.FromEnv)
+// newEngineClient reaches the engine the environment names (DOCKER_HOST, or the default socket);
+// the first ping negotiates the API version down to the engine's (Debian's engine speaks 1.41).
+func newEngineClient() (*engine, error) {
+	cli, err := newEngine()
 	if err != nil {
 		return nil, &EngineUnavailableError{Host: "(from environment)", Err: err}
 	}
@@ -45,10 +43,10 @@ func Ping(ctx context.Context, timeout time.Duration) error {
 	return ping(ctx, cli, timeout)
 }
 
-func ping(ctx context.Context, cli *client.Client, timeout time.Duration) error {
+func ping(ctx context.Context, cli *engine, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+	if err := cli.Ping(ctx); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("no answer within %s: %w", timeout, err)
 		}

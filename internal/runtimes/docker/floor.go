@@ -6,11 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/internal/runtimes"
 )
 
@@ -64,44 +59,38 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Dur
 			err = errors.Join(err, cerr)
 		}
 		if netID != "" {
-			if _, cerr := cli.NetworkRemove(cctx, netID, client.NetworkRemoveOptions{}); cerr != nil && !cerrdefs.IsNotFound(cerr) {
+			if cerr := cli.NetworkRemove(cctx, netID); cerr != nil && !isNotFound(cerr) {
 				err = errors.Join(err, cerr)
 			}
 		}
 	}()
 	start := time.Now()
 	netName := "widetp-" + cfg.RunID
-	nw, err := cli.NetworkCreate(ctx, netName, client.NetworkCreateOptions{Driver: "bridge", Labels: labels})
+	netID, err = cli.NetworkCreate(ctx, netName, labels)
 	if err != nil {
 		return 0, fmt.Errorf("floor: create network: %w", err)
 	}
-	netID = nw.ID
 	steps := make([]func() error, n)
 	for i := range steps {
 		steps[i] = func() error {
-			res, err := cli.ContainerCreate(ctx, client.ContainerCreateOptions{
-				Config: &container.Config{Image: img.Ref, Cmd: []string{"ipcls", ipcRoot}, Labels: labels, Hostname: fmt.Sprintf("h%d", i)},
-				HostConfig: &container.HostConfig{
-					Tmpfs: map[string]string{ipcRoot: "rw,mode=1777,size=" + cfg.TmpfsSize},
-				},
-				NetworkingConfig: &network.NetworkingConfig{EndpointsConfig: map[string]*network.EndpointSettings{netName: {}}},
-				Name:             fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i),
+			id, err := cli.ContainerCreate(ctx, fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i), containerCreate{
+				Image: img.Ref, Cmd: []string{"ipcls", ipcRoot}, Labels: labels, Hostname: fmt.Sprintf("h%d", i),
+				HostConfig:       hostConfig{Tmpfs: map[string]string{ipcRoot: "rw,mode=1777,size=" + cfg.TmpfsSize}},
+				NetworkingConfig: networkingConfig{EndpointsConfig: map[string]endpointConfig{netName: {}}},
 			})
 			if err != nil {
 				return fmt.Errorf("floor: create container %d: %w", i, err)
 			}
-			ids[i] = res.ID
-			if _, err := cli.ContainerStart(ctx, res.ID, client.ContainerStartOptions{}); err != nil {
+			ids[i] = id
+			if err := cli.ContainerStart(ctx, id); err != nil {
 				return fmt.Errorf("floor: start container %d: %w", i, err)
 			}
-			w := cli.ContainerWait(ctx, res.ID, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
-			select {
-			case r := <-w.Result:
-				if r.StatusCode != 0 {
-					return fmt.Errorf("floor: container %d exited %d", i, r.StatusCode)
-				}
-			case err := <-w.Error:
+			code, err := cli.ContainerWait(ctx, id)
+			if err != nil {
 				return fmt.Errorf("floor: wait for container %d: %w", i, err)
+			}
+			if code != 0 {
+				return fmt.Errorf("floor: container %d exited %d", i, code)
 			}
 			return nil
 		}
@@ -123,16 +112,16 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Dur
 	if err := runtimes.RunConcurrently(rm); err != nil {
 		return 0, err
 	}
-	if _, err := cli.NetworkRemove(ctx, netID, client.NetworkRemoveOptions{}); err != nil {
+	if err := cli.NetworkRemove(ctx, netID); err != nil {
 		return 0, fmt.Errorf("floor: remove network: %w", err)
 	}
 	netID = ""
 	return time.Since(start), nil
 }
 
-func removeContainer(ctx context.Context, cli client.APIClient, id string) error {
-	_, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	if err != nil && !cerrdefs.IsNotFound(err) {
+func removeContainer(ctx context.Context, cli *engine, id string) error {
+	err := cli.ContainerRemove(ctx, id)
+	if err != nil && !isNotFound(err) {
 		return fmt.Errorf("remove container %.12s: %w", id, err)
 	}
 	return nil

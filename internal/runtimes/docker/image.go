@@ -15,11 +15,6 @@ import (
 	"strings"
 	"sync"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/api/types/build"
-	"github.com/moby/moby/api/types/jsonstream"
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/internal/zmq"
 )
@@ -166,7 +161,7 @@ func tarFile(tw *tar.Writer, src, name string) error {
 	return nil
 }
 
-func newImageBuilder(api client.APIClient, cfg runtimes.Config, labels map[string]string) *imageBuilder {
+func newImageBuilder(api *engine, cfg runtimes.Config, labels map[string]string) *imageBuilder {
 	return &imageBuilder{api: api, widetp: cfg.Binary, labels: labels, images: map[string]*imageOnce{},
 		onBuild: func(img Image) { runtimes.ProgressLine(cfg.Progress, "built image %s", img.Ref) }}
 }
@@ -210,7 +205,7 @@ func BuildImages(ctx context.Context, programs []runtimes.Program, opts ...runti
 // imageBuilder builds each program's image at most once per runtime; concurrent callers of one
 // program wait for the same build.
 type imageBuilder struct {
-	api     client.APIClient
+	api     *engine
 	widetp  string // the widetp binary
 	labels  map[string]string
 	onBuild func(Image)
@@ -349,11 +344,11 @@ func (b *imageBuilder) build(ctx context.Context, p runtimes.Program) (Image, er
 }
 
 func (b *imageBuilder) exists(ctx context.Context, ref string) (bool, error) {
-	_, err := b.api.ImageInspect(ctx, ref)
+	err := b.api.ImageInspect(ctx, ref)
 	switch {
 	case err == nil:
 		return true, nil
-	case cerrdefs.IsNotFound(err):
+	case isNotFound(err):
 		return false, nil
 	default:
 		return false, fmt.Errorf("look up image %s: %w", ref, err)
@@ -370,21 +365,12 @@ func (b *imageBuilder) engineBuild(ctx context.Context, img Image, df []byte, fi
 	for k, v := range b.labels {
 		labels[k] = v
 	}
-	res, err := b.api.ImageBuild(ctx, pr, client.ImageBuildOptions{
-		Tags:        []string{img.Ref},
-		Labels:      labels,
-		Dockerfile:  "Dockerfile",
-		Remove:      true,
-		ForceRemove: true,
-		// The classic builder: BuildKit would need a session and, on old engines, pulls its
-		// frontend image.
-		Version: build.BuilderV1,
-	})
+	body, err := b.api.ImageBuild(ctx, pr, img.Ref, labels)
 	if err != nil {
 		return &runtimes.ImageBuildError{Image: img.Ref, Step: "engine build", Err: err}
 	}
-	defer res.Body.Close()
-	log, err := readBuildStream(res.Body)
+	defer body.Close()
+	log, err := readBuildStream(body)
 	if err != nil {
 		return &runtimes.ImageBuildError{Image: img.Ref, Step: "engine build", Log: log, Err: err}
 	}
@@ -397,7 +383,11 @@ func readBuildStream(r io.Reader) (string, error) {
 	var log strings.Builder
 	dec := json.NewDecoder(r)
 	for {
-		var m jsonstream.Message
+		var m struct {
+			Stream, Status string
+			Error          string                    `json:"error"`
+			Detail         *struct{ Message string } `json:"errorDetail"`
+		}
 		if err := dec.Decode(&m); err != nil {
 			if errors.Is(err, io.EOF) {
 				return log.String(), nil
@@ -408,9 +398,12 @@ func readBuildStream(r io.Reader) (string, error) {
 		if m.Status != "" {
 			log.WriteString(m.Status + "\n")
 		}
-		if m.Error != nil {
-			log.WriteString(m.Error.Message + "\n")
-			return log.String(), errors.New(m.Error.Message)
+		if m.Detail != nil && m.Detail.Message != "" {
+			m.Error = m.Detail.Message
+		}
+		if m.Error != "" {
+			log.WriteString(m.Error + "\n")
+			return log.String(), errors.New(m.Error)
 		}
 	}
 }

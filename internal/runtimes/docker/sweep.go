@@ -6,18 +6,15 @@ import (
 	"fmt"
 	"strings"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/moby/moby/client"
-
 	"github.com/widetp/widetp/internal/runtimes"
 )
 
 // runFilter selects what any widetp run made (value "") or what one run made.
-func runFilter(runID string) client.Filters {
+func runFilter(runID string) filters {
 	if runID == "" {
-		return make(client.Filters).Add("label", runtimes.LabelRun)
+		return filters{"label": {runtimes.LabelRun: true}}
 	}
-	return make(client.Filters).Add("label", runtimes.LabelRun+"="+runID)
+	return filters{"label": {runtimes.LabelRun + "=" + runID: true}}
 }
 
 // Swept counts what a sweep or a clean removed.
@@ -32,7 +29,7 @@ type Swept struct {
 // sweep removes the containers and networks of runs whose owner process is gone (a run killed
 // before its Close). Runs whose owner lives — parallel suites, another terminal — are left alone.
 // Images are kept: they are a cache keyed by content, not a run's state.
-func sweep(ctx context.Context, api client.APIClient, alive func(runtimes.Owner) bool) (Swept, error) {
+func sweep(ctx context.Context, api *engine, alive func(runtimes.Owner) bool) (Swept, error) {
 	return removeLabelled(ctx, api, func(labels map[string]string) bool { return runtimes.Orphaned(labels, alive) }, false)
 }
 
@@ -55,33 +52,33 @@ func Clean(ctx context.Context, opts ...runtimes.Option) (Swept, error) {
 	return s, err
 }
 
-func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[string]string) bool, images bool) (Swept, error) {
+func removeLabelled(ctx context.Context, api *engine, remove func(map[string]string) bool, images bool) (Swept, error) {
 	var s Swept
 	var errs []error
-	cs, err := api.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter("")})
+	cs, err := api.ContainerList(ctx, runFilter(""))
 	if err != nil {
 		return s, fmt.Errorf("list labelled containers: %w", err)
 	}
-	for _, c := range cs.Items {
+	for _, c := range cs {
 		if !remove(c.Labels) {
 			continue
 		}
 		// Force: a leftover may still run (its owner was SIGKILLed, not its containers).
-		if _, err := api.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !removedElsewhere(err) {
+		if err := api.ContainerRemove(ctx, c.ID); err != nil && !removedElsewhere(err) {
 			errs = append(errs, fmt.Errorf("remove leftover container %s (run %s): %w", c.ID[:12], c.Labels[runtimes.LabelRun], err))
 			continue
 		}
 		s.Containers++
 	}
-	ns, err := api.NetworkList(ctx, client.NetworkListOptions{Filters: runFilter("")})
+	ns, err := api.NetworkList(ctx, runFilter(""))
 	if err != nil {
 		return s, errors.Join(append(errs, fmt.Errorf("list labelled networks: %w", err))...)
 	}
-	for _, n := range ns.Items {
+	for _, n := range ns {
 		if !remove(n.Labels) {
 			continue
 		}
-		if _, err := api.NetworkRemove(ctx, n.ID, client.NetworkRemoveOptions{}); err != nil {
+		if err := api.NetworkRemove(ctx, n.ID); err != nil {
 			if staleEndpoints(ctx, api, n.ID, err) {
 				s.Stuck = append(s.Stuck, fmt.Sprintf("%s (run %s)", n.Name, n.Labels[runtimes.LabelRun]))
 				continue
@@ -94,12 +91,12 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 		s.Networks++
 	}
 	if images {
-		is, err := api.ImageList(ctx, client.ImageListOptions{All: true, Filters: runFilter("")})
+		is, err := api.ImageList(ctx, runFilter(""))
 		if err != nil {
 			return s, errors.Join(append(errs, fmt.Errorf("list labelled images: %w", err))...)
 		}
-		for _, im := range is.Items {
-			if _, err := api.ImageRemove(ctx, im.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		for _, im := range is {
+			if err := api.ImageRemove(ctx, im.ID); err != nil && !isNotFound(err) {
 				errs = append(errs, fmt.Errorf("remove image %s: %w", im.ID, err))
 				continue
 			}
@@ -113,17 +110,17 @@ func removeLabelled(ctx context.Context, api client.APIClient, remove func(map[s
 // of `ginkgo -p` starting together both sweep): already gone, removal in progress (a conflict), or
 // a network whose containers that other sweep has not finished removing. That sweep completes it.
 func removedElsewhere(err error) bool {
-	return cerrdefs.IsNotFound(err) || cerrdefs.IsConflict(err) || strings.Contains(err.Error(), "active endpoints")
+	return isNotFound(err) || isConflict(err) || strings.Contains(err.Error(), "active endpoints")
 }
 
 // staleEndpoints tells a network the engine refuses to remove for "active endpoints" while no
 // container is attached to it (another sweep removing its containers would show them).
-func staleEndpoints(ctx context.Context, api client.APIClient, id string, err error) bool {
+func staleEndpoints(ctx context.Context, api *engine, id string, err error) bool {
 	if !strings.Contains(err.Error(), "active endpoints") {
 		return false
 	}
-	ni, ierr := api.NetworkInspect(ctx, id, client.NetworkInspectOptions{})
-	return ierr == nil && len(ni.Network.Containers) == 0
+	ni, ierr := api.NetworkInspect(ctx, id)
+	return ierr == nil && len(ni.Containers) == 0
 }
 
 // Labelled lists the containers, networks and images on the engine labelled with run runID (any
@@ -135,25 +132,25 @@ func Labelled(ctx context.Context, runID string) ([]runtimes.Resource, error) {
 	}
 	defer cli.Close()
 	var out []runtimes.Resource
-	cs, err := cli.ContainerList(ctx, client.ContainerListOptions{All: true, Filters: runFilter(runID)})
+	cs, err := cli.ContainerList(ctx, runFilter(runID))
 	if err != nil {
 		return nil, fmt.Errorf("list labelled containers: %w", err)
 	}
-	for _, c := range cs.Items {
+	for _, c := range cs {
 		out = append(out, runtimes.Resource{Kind: "container", Name: strings.TrimPrefix(strings.Join(c.Names, ","), "/"), Labels: c.Labels})
 	}
-	ns, err := cli.NetworkList(ctx, client.NetworkListOptions{Filters: runFilter(runID)})
+	ns, err := cli.NetworkList(ctx, runFilter(runID))
 	if err != nil {
 		return nil, fmt.Errorf("list labelled networks: %w", err)
 	}
-	for _, n := range ns.Items {
+	for _, n := range ns {
 		out = append(out, runtimes.Resource{Kind: "network", Name: n.Name, Labels: n.Labels})
 	}
-	is, err := cli.ImageList(ctx, client.ImageListOptions{All: true, Filters: runFilter(runID)})
+	is, err := cli.ImageList(ctx, runFilter(runID))
 	if err != nil {
 		return nil, fmt.Errorf("list labelled images: %w", err)
 	}
-	for _, im := range is.Items {
+	for _, im := range is {
 		name := im.ID
 		if len(im.RepoTags) > 0 {
 			name = im.RepoTags[0]
