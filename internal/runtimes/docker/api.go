@@ -286,7 +286,7 @@ func (e *engine) NetworkCreate(ctx context.Context, name string, labels map[stri
 	var out struct {
 		ID string `json:"Id"`
 	}
-	body := map[string]any{"Name": name, "Driver": "bridge", "Labels": labels, "CheckDuplicate": true}
+	body := map[string]any{"Name": name, "Driver": "bridge", "Labels": labels}
 	if err := e.call(ctx, http.MethodPost, "/networks/create", nil, body, &out); err != nil {
 		return "", err
 	}
