@@ -30,15 +30,16 @@ import (
 // The engine is the one the environment names, as the docker CLI reads it: DOCKER_HOST
 // (unix:// or tcp://; the default socket otherwise), DOCKER_TLS_VERIFY and DOCKER_CERT_PATH
 // (ca.pem, cert.pem, key.pem) for TLS, DOCKER_API_VERSION to pin a version; without it the
-// version is negotiated down to the engine's on the first ping.
+// version is negotiated down to the engine's by a ping before the first call.
 type engine struct {
 	host  string // as given: "unix:///var/run/docker.sock"
 	base  string // "http://docker" or "https://host:2376"
 	http  *http.Client
 	fixed bool // DOCKER_API_VERSION pinned the version
 
-	mu      sync.Mutex
-	version string
+	mu         sync.Mutex
+	version    string
+	negotiated bool // a ping set version
 }
 
 // maxAPIVersion is the newest API this client speaks; an older engine's version is used instead.
@@ -183,9 +184,10 @@ func (e *engine) do(ctx context.Context, method, path string, query url.Values, 
 		}
 		r, ctype = bytes.NewReader(js), "application/json"
 	}
-	e.mu.Lock()
-	v := e.version
-	e.mu.Unlock()
+	v, err := e.apiVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
 	u := e.base + "/v" + v + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()
@@ -230,6 +232,22 @@ func (e *engine) call(ctx context.Context, method, path string, query url.Values
 	return nil
 }
 
+// apiVersion is the version to speak: pinned, or negotiated by a ping the first time.
+func (e *engine) apiVersion(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	v, known := e.version, e.fixed || e.negotiated
+	e.mu.Unlock()
+	if known {
+		return v, nil
+	}
+	if err := e.Ping(ctx); err != nil {
+		return "", fmt.Errorf("ask the engine for its API version: %w", err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.version, nil
+}
+
 // Ping asks the engine for its API version and, unless DOCKER_API_VERSION pinned one, speaks the
 // older of the engine's and this client's from then on.
 func (e *engine) Ping(ctx context.Context) error {
@@ -249,19 +267,23 @@ func (e *engine) Ping(ctx context.Context) error {
 	if e.fixed {
 		return nil
 	}
-	if v := res.Header.Get("Api-Version"); v != "" {
-		if _, ok := parseAPIVersion(v); !ok {
-			return fmt.Errorf("the engine reports API version %q", v)
-		}
-		if olderAPI(v, minAPIVersion) {
-			return fmt.Errorf("the engine speaks API %s; widetp needs %s or newer (Docker 20.10)", v, minAPIVersion)
-		}
-		e.mu.Lock()
-		if olderAPI(v, maxAPIVersion) {
-			e.version = v
-		}
-		e.mu.Unlock()
+	v := res.Header.Get("Api-Version")
+	if v == "" {
+		// An engine too old to say (before API 1.25) is refused by its first call.
+		v = maxAPIVersion
 	}
+	if _, ok := parseAPIVersion(v); !ok {
+		return fmt.Errorf("the engine reports API version %q", v)
+	}
+	if olderAPI(v, minAPIVersion) {
+		return fmt.Errorf("the engine speaks API %s; widetp needs %s or newer (Docker 20.10)", v, minAPIVersion)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if olderAPI(v, maxAPIVersion) {
+		e.version = v
+	}
+	e.negotiated = true
 	return nil
 }
 

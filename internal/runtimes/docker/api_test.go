@@ -184,6 +184,8 @@ func TestPingNegotiatesTheAPIVersion(t *testing.T) {
 func TestEngineErrorsKeepTheEnginesWords(t *testing.T) {
 	e := engineOnSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
+		case r.URL.Path == "/_ping":
+			w.Header().Set("Api-Version", "1.41")
 		case strings.HasSuffix(r.URL.Path, "/containers/gone/json"):
 			w.WriteHeader(http.StatusNotFound)
 			_, _ = w.Write([]byte(`{"message":"No such container: gone"}`))
@@ -229,5 +231,41 @@ func TestPublishedAddrs(t *testing.T) {
 	}
 	if _, err := publishedAddrs(ports, []int{9003}); err == nil || !strings.Contains(err.Error(), "9003/tcp was not published") {
 		t.Errorf("a port published only for udp: %v", err)
+	}
+}
+
+// A call made before any Ping (Labelled, the leak checks' listing, makes none) asks the version
+// first: an engine older than this client refuses a request for a newer API.
+func TestTheFirstCallNegotiatesTheAPIVersion(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	e := engineOnSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		w.Header().Set("Api-Version", "1.41")
+		if r.URL.Path == "/_ping" {
+			_, _ = w.Write([]byte("OK"))
+			return
+		}
+		if !strings.HasPrefix(r.URL.Path, "/v1.41/") {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"message":"client version is too new. Maximum supported API version is 1.41"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`[{"Id":"c1","Names":["/widetp-x-head"],"Labels":{"io.widetp.run":"x"}}]`))
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 2; i++ {
+		cs, err := e.ContainerList(ctx, runFilter("x"))
+		if err != nil || len(cs) != 1 || cs[0].ID != "c1" || cs[0].Labels["io.widetp.run"] != "x" {
+			t.Fatalf("ContainerList = %+v, %v", cs, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"/_ping", "/v1.41/containers/json", "/v1.41/containers/json"}; strings.Join(paths, " ") != strings.Join(want, " ") {
+		t.Fatalf("requests %v, want %v (one ping, then the engine's version)", paths, want)
 	}
 }
