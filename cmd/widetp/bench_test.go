@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/widetp/widetp/internal/testbin"
 )
 
 // wideScenario writes a 64-node deployment in the shape of vLLM#48061: 32 external-LB replicas of
@@ -48,4 +52,25 @@ func BenchmarkExplain64Nodes(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkProcessStart: every simulated process is an exec of the widetp binary, so what the
+// runtime and every linked package do before main (package init, the dynamic loader) is paid by
+// each of them — 43 at vLLM#48061's 4 hosts, about 670 at 64. It execs `widetp help` (no libzmq,
+// no work) and reports the CPU time of a start (cpu-ms/op) besides the wall time.
+func BenchmarkProcessStart(b *testing.B) {
+	bin, err := testbin.Widetp()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpu time.Duration
+	for b.Loop() {
+		cmd := exec.Command(bin, "help")
+		cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+		if err := cmd.Run(); err != nil {
+			b.Fatalf("%s help: %v", bin, err)
+		}
+		cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "cpu-ms/op")
 }
