@@ -128,7 +128,8 @@ func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harne
 	start := time.Now()
 	runID := fmt.Sprintf("bench%d-%d", os.Getpid(), benchSeq.Add(1))
 	sampler := startSampler(runID)
-	res, err := harness.Run(ctx, s, harness.WithRuntime(rt),
+	// A refused run leaves its artifacts (every node's logs) to say why; a healthy one writes none.
+	res, err := harness.Run(ctx, s, harness.WithRuntime(rt), harness.WithArtifactsOnFailure(harness.DefaultArtifactsBase()),
 		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...))
 	peak, procs := sampler.stop()
 	if err == nil {
@@ -150,6 +151,9 @@ func unexpected(res *harness.Result) error {
 	err := fmt.Errorf("the run observed %v where the scenario expects %v", report.KindSet(rep.Violations), rep.Expected)
 	if len(rep.Violations) > 0 {
 		err = fmt.Errorf("%w; the first: %s", err, rep.Violations[0].Message)
+	}
+	if res.Artifacts != "" {
+		err = fmt.Errorf("%w (its artifacts: %s)", err, res.Artifacts)
 	}
 	return err
 }

@@ -47,11 +47,14 @@ func TestUnexpectedRunsAreRefused(t *testing.T) {
 	if err := unexpected(healthy); err != nil {
 		t.Errorf("a matching run: %v", err)
 	}
-	timedOut := &harness.Result{Report: &report.Report{Processes: proc, Violations: []report.Violation{
+	timedOut := &harness.Result{Artifacts: "/tmp/widetp-artifacts/wide-tp-64-bench1-3", Report: &report.Report{Processes: proc, Violations: []report.Violation{
 		{Kind: report.LookupUnreachable, Message: "n36/0/engine-core-18 got no answer: timeout after 2s"}}}}
 	err := unexpected(timedOut)
 	if err == nil || !strings.Contains(err.Error(), string(report.LookupUnreachable)) || !strings.Contains(err.Error(), "timeout after 2s") {
 		t.Errorf("a healthy deployment that observed a violation: %v, want it refused naming the kind and the message", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "its artifacts: /tmp/widetp-artifacts/wide-tp-64-bench1-3") {
+		t.Errorf("a refused run: %v, want it to name where its artifacts are", err)
 	}
 	for _, res := range []*harness.Result{nil, {Match: true}, {Match: true, Report: &report.Report{}}} {
 		if err := unexpected(res); err == nil || !strings.Contains(err.Error(), "no process") {
