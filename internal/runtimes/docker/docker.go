@@ -756,9 +756,8 @@ func (d *Docker) Close(ctx context.Context) error {
 			continue
 		}
 		steps = append(steps, func() error {
-			err := d.api.ContainerRemove(ctx, n.id)
-			if err != nil && !isNotFound(err) {
-				return fmt.Errorf("remove host %s: %w", h, err)
+			if err := removeContainer(ctx, d.api, n.id); err != nil {
+				return fmt.Errorf("host %s: %w", h, err)
 			}
 			d.mu.Lock()
 			delete(d.nodes, h)
