@@ -329,3 +329,22 @@ func TestSweepEndsWhatADeadRunLeft(t *testing.T) {
 		t.Errorf("the bystander was killed: %v", err)
 	}
 }
+
+// A file where the runs' directory belongs is named in the error, with what to do about it.
+func TestMakeLocalBaseRefusesAFile(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "widetp")
+	if err := os.WriteFile(base, []byte("a binary\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := makeLocalBase(base)
+	if err == nil || !strings.Contains(err.Error(), base+" is not a directory") || !strings.Contains(err.Error(), "TMPDIR") {
+		t.Fatalf("makeLocalBase over a file: %v, want an error naming %s as not a directory", err, base)
+	}
+	dir := filepath.Join(t.TempDir(), "runs")
+	if err := makeLocalBase(dir); err != nil {
+		t.Fatalf("makeLocalBase(%s): %v", dir, err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() || fi.Mode()&os.ModeSticky == 0 {
+		t.Fatalf("made %s: %v %v, want a sticky directory", dir, fi, err)
+	}
+}

@@ -185,8 +185,12 @@ func makeLocalBase(base string) error {
 	case !errors.Is(err, os.ErrExist):
 		return fmt.Errorf("make %s: %w", base, err)
 	}
-	if fi, err := os.Stat(base); err != nil || !fi.IsDir() {
-		return fmt.Errorf("%s: want a directory for the local runs (%v)", base, err)
+	fi, err := os.Stat(base)
+	if err != nil {
+		return fmt.Errorf("local runs' directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory (mode %s): the local runtime keeps its runs there; remove it, or set TMPDIR to another directory", base, fi.Mode())
 	}
 	return nil
 }
