@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -175,16 +177,53 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 var _ = Describe("the real images", Label("docker"), func() {
 	BeforeEach(requireEngine)
 
-	It("runs the fake store as the store, reachable over HTTP on a published port", func(ctx SpecContext) {
-		d := newRun(ctx)
-		store, err := d.StartStore(ctx, harness.NodeSpec{Host: "store", Program: harness.Widetp, Args: []string{"store"},
-			Ready: regexp.MustCompile(`^fakestore: flavor=`), Ports: []int{8080, 50052, 9003}})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(store.Addrs).To(HaveLen(3))
-		resp, err := httpGet(ctx, "http://"+store.Addrs[9003]+"/health")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(resp).To(ContainSubstring(`"status":"ok"`))
-	}, SpecTimeout(5*time.Minute))
+	// Where the harness shares the engine's network namespace (its Linux host) it dials the store
+	// at its address on the run's network and publishes nothing; WithPublishedPorts, and every
+	// other set-up, goes through ports published on loopback.
+	DescribeTable("runs the fake store as the store, reachable over HTTP from the harness",
+		func(ctx SpecContext, publish bool) {
+			var opts []harness.Option
+			if publish {
+				opts = append(opts, harness.WithPublishedPorts())
+			}
+			d := newRun(ctx, opts...)
+			store, err := d.StartStore(ctx, harness.NodeSpec{Host: "store", Program: harness.Widetp, Args: []string{"store"},
+				Ready: regexp.MustCompile(`^fakestore: flavor=`), Ports: []int{8080, 50052, 9003}})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(store.Addrs).To(HaveLen(3))
+			raw, err := d.Inspect(ctx, "store")
+			Expect(err).NotTo(HaveOccurred())
+			var ins struct {
+				HostConfig      struct{ PortBindings map[string]any }
+				NetworkSettings struct {
+					Networks map[string]struct{ IPAddress string }
+				}
+			}
+			Expect(json.Unmarshal(raw, &ins)).To(Succeed())
+			wantHost := "127.0.0.1"
+			if publish {
+				Expect(d.DirectNetwork()).To(BeFalse())
+			}
+			if d.DirectNetwork() {
+				Expect(ins.HostConfig.PortBindings).To(BeEmpty())
+				wantHost = ins.NetworkSettings.Networks[d.NetworkName()].IPAddress
+			} else {
+				Expect(ins.HostConfig.PortBindings).To(HaveLen(3))
+			}
+			for port, addr := range store.Addrs {
+				host, p, err := net.SplitHostPort(addr)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(host).To(Equal(wantHost), "port %d", port)
+				if d.DirectNetwork() {
+					Expect(p).To(Equal(strconv.Itoa(port)))
+				}
+			}
+			resp, err := httpGet(ctx, "http://"+store.Addrs[9003]+"/health")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(resp).To(ContainSubstring(`"status":"ok"`))
+		},
+		Entry("as the machine allows", false, SpecTimeout(5*time.Minute)),
+		Entry("through published ports", true, SpecTimeout(5*time.Minute)))
 
 	It("runs widetp node from a scratch image: the binary, libzmq and the loader are all there", func(ctx SpecContext) {
 		d := newRun(ctx)

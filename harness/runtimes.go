@@ -98,6 +98,9 @@ var (
 	WithProgress = runtimes.WithProgress
 	// WithoutSweep skips removing the leftovers of dead runs at start.
 	WithoutSweep = runtimes.WithoutSweep
+	// WithPublishedPorts makes the Docker runtime reach the store through ports published on
+	// loopback even where it could reach the run's network directly.
+	WithPublishedPorts = runtimes.WithPublishedPorts
 )
 
 // NewDocker opens the Docker runtime (docker.New).

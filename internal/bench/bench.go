@@ -51,7 +51,7 @@ type Point struct {
 	Runs   []float64 `json:"runs_s"`
 	Floors []float64 `json:"floors_s"`
 	// PeakMiB is the largest sum of the proportional set sizes of the run's processes (every
-	// process carrying its run id) seen during a run, the largest over the runs.
+	// process carrying its run id) seen during a run of its own, before the timed ones.
 	PeakMiB float64 `json:"peak_mib"`
 	// Processes is how many processes the run had at that peak.
 	Processes int `json:"processes"`
@@ -95,8 +95,18 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 		}
 		for _, it := range items {
 			p := Point{Runtime: rt, Scenario: it.name, Nodes: len(it.s.Nodes), Hosts: len(it.s.Nodes) + 1}
+			// The memory is measured in a run of its own, untimed: reading every process's
+			// smaps five times a second costs CPU the floor does not pay (a tenth of a core at
+			// 17 hosts). It also warms the machine up for the timed runs that follow.
+			_, peak, procs, err := runOnce(ctx, rt, it.s, cfg.Options, true)
+			if err != nil {
+				return points, fmt.Errorf("%s on %s: %w", it.name, rt, err)
+			}
+			p.PeakMiB, p.Processes = peak, procs
+			fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): peak %.0f MiB over %d processes (untimed)\n",
+				it.name, rt, p.Hosts, peak, procs)
 			for i := 0; i < cfg.Reps; i++ {
-				took, peak, procs, err := runOnce(ctx, rt, it.s, cfg.Options)
+				took, _, _, err := runOnce(ctx, rt, it.s, cfg.Options, false)
 				if err != nil {
 					return points, fmt.Errorf("%s on %s: %w", it.name, rt, err)
 				}
@@ -106,11 +116,8 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 				}
 				p.Runs = append(p.Runs, took.Seconds())
 				p.Floors = append(p.Floors, floor.Seconds())
-				if peak > p.PeakMiB {
-					p.PeakMiB, p.Processes = peak, procs
-				}
-				fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): run %.2fs, floor %.2fs, peak %.0f MiB over %d processes\n",
-					it.name, rt, p.Hosts, took.Seconds(), floor.Seconds(), peak, procs)
+				fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): run %.2fs, floor %.2fs\n",
+					it.name, rt, p.Hosts, took.Seconds(), floor.Seconds())
 			}
 			p.Run, p.Floor = median(p.Runs), median(p.Floors)
 			if p.Floor > 0 {
@@ -122,20 +129,24 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 	return points, nil
 }
 
-// runOnce runs s from a new runtime to its verdict and teardown (harness.Run), sampling its
-// memory.
-func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harness.Option) (time.Duration, float64, int, error) {
-	start := time.Now()
+// runOnce runs s from a new runtime to its verdict and teardown (harness.Run), and samples its
+// memory when asked to (the peak and its process count are 0 otherwise).
+func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harness.Option, memory bool) (time.Duration, float64, int, error) {
 	runID := fmt.Sprintf("bench%d-%d", os.Getpid(), benchSeq.Add(1))
-	sampler := startSampler(runID)
+	sampler := noSampler
+	if memory {
+		sampler = startSampler(runID)
+	}
+	start := time.Now()
 	// A refused run leaves its artifacts (every node's logs) to say why; a healthy one writes none.
 	res, err := harness.Run(ctx, s, harness.WithRuntime(rt), harness.WithArtifactsOnFailure(harness.DefaultArtifactsBase()),
 		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...))
+	took := time.Since(start)
 	peak, procs := sampler.stop()
 	if err == nil {
 		err = unexpected(res)
 	}
-	return time.Since(start), peak, procs, err
+	return took, peak, procs, err
 }
 
 // unexpected refuses a run that did not go as its scenario expects: a time to a wrong verdict (a

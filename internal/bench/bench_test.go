@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/vllm"
 )
@@ -60,5 +64,33 @@ func TestUnexpectedRunsAreRefused(t *testing.T) {
 		if err := unexpected(res); err == nil || !strings.Contains(err.Error(), "no process") {
 			t.Errorf("a run without records: %v", err)
 		}
+	}
+}
+
+// The sampler counts exactly the processes carrying the run's id in their environment, and the
+// timed runs' stand-in sees nothing.
+func TestSamplerSeesTheRunsProcessesOnly(t *testing.T) {
+	if _, err := os.Stat("/proc/self/smaps_rollup"); err != nil {
+		t.Skipf("no /proc/PID/smaps_rollup here: %v", err)
+	}
+	start := func(run string) {
+		cmd := exec.Command("sleep", "30")
+		cmd.Env = append(os.Environ(), nodeapi.EnvRun+"="+run)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	run := fmt.Sprintf("samplertest%d", os.Getpid())
+	start(run)
+	start(run)
+	start(run + "-other")
+	s := startSampler(run)
+	mib, n := s.stop()
+	if n != 2 || mib <= 0 {
+		t.Fatalf("sampler over two processes of run %s: %.2f MiB over %d processes", run, mib, n)
+	}
+	if mib, n := noSampler.stop(); mib != 0 || n != 0 {
+		t.Fatalf("noSampler: %.2f MiB over %d processes, want nothing", mib, n)
 	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	TmpfsSize string
 	Progress  io.Writer
 	Sweep     bool
+	// Publish makes the Docker runtime publish the hosts' Ports on loopback even when the harness
+	// reaches the run's network directly (WithPublishedPorts).
+	Publish bool
 }
 
 func DefaultConfig() Config {
@@ -97,6 +100,12 @@ func WithProgress(w io.Writer) Option { return func(c *Config) { c.Progress = w 
 
 // WithoutSweep skips removing the leftovers of dead runs at start.
 func WithoutSweep() Option { return func(c *Config) { c.Sweep = false } }
+
+// WithPublishedPorts makes the Docker runtime reach the hosts' Ports through ports published on
+// loopback, as it does when the harness does not share a network namespace with the run's bridge
+// (a rootless engine, Docker Desktop, a remote engine), even when it could reach them directly:
+// for a machine whose firewall stops the host from opening connections to its bridges.
+func WithPublishedPorts() Option { return func(c *Config) { c.Publish = true } }
 
 var runIDPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`) })
 

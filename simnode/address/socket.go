@@ -127,11 +127,6 @@ func ListenSideChannel(ctx context.Context, n Net, endpoint, key string, onServe
 		err = sock.SetLinger(0)
 	}
 	if err == nil {
-		// The poll below wakes on this bound so that Close (which terminates the context)
-		// never waits on a blocked receive longer than it.
-		err = sock.SetRcvtimeo(200 * time.Millisecond)
-	}
-	if err == nil {
 		if berr := sock.Bind(real); berr != nil {
 			sock.Close()
 			zctx.Term()

@@ -302,6 +302,9 @@ type networkSummary struct {
 	Name       string
 	Labels     map[string]string
 	Containers map[string]json.RawMessage
+	IPAM       struct {
+		Config []struct{ Subnet, Gateway string }
+	}
 }
 
 func (e *engine) NetworkCreate(ctx context.Context, name string, labels map[string]string) (string, error) {

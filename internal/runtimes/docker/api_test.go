@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -267,5 +270,58 @@ func TestTheFirstCallNegotiatesTheAPIVersion(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"/_ping", "/v1.41/containers/json", "/v1.41/containers/json"}; strings.Join(paths, " ") != strings.Join(want, " ") {
 		t.Fatalf("requests %v, want %v (one ping, then the engine's version)", paths, want)
+	}
+}
+
+// The harness skips publishing ports only when the run network's gateway is an address of its own
+// interfaces; any other answer (another namespace's bridge, no gateway, an engine error, an
+// interface listing that fails) means publishing.
+func TestBridgeIsLocalOnlyWhenTheGatewayIsOurs(t *testing.T) {
+	local := func() ([]netip.Addr, error) {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("172.26.0.1"), netip.MustParseAddr("fd00::2")}, nil
+	}
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		local      func() ([]netip.Addr, error)
+		want       bool
+	}{
+		{name: "the gateway is on our bridge", body: `{"IPAM":{"Config":[{"Subnet":"172.26.0.0/16","Gateway":"172.26.0.1"}]}}`, local: local, want: true},
+		{name: "an IPv6 gateway of ours after an IPv4 one of another namespace", body: `{"IPAM":{"Config":[{"Gateway":"10.89.0.1"},{"Gateway":"fd00::2"}]}}`, local: local, want: true},
+		{name: "a bridge in another namespace", body: `{"IPAM":{"Config":[{"Subnet":"10.89.0.0/24","Gateway":"10.89.0.1"}]}}`, local: local},
+		{name: "no gateway reported", body: `{"IPAM":{"Config":[{"Subnet":"172.26.0.0/16"}]}}`, local: local},
+		{name: "a gateway that is not an address", body: `{"IPAM":{"Config":[{"Gateway":"bridge"}]}}`, local: local},
+		{name: "the engine fails the inspection", status: http.StatusInternalServerError, body: `{"message":"boom"}`, local: local},
+		{name: "our interfaces cannot be listed", body: `{"IPAM":{"Config":[{"Gateway":"172.26.0.1"}]}}`, local: func() ([]netip.Addr, error) { return nil, errors.New("no netlink") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := engineOnSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/_ping" {
+					w.Header().Set("Api-Version", "1.41")
+					return
+				}
+				if !strings.HasSuffix(r.URL.Path, "/networks/net1") {
+					t.Errorf("unexpected call %s %s", r.Method, r.URL.Path)
+				}
+				if tc.status != 0 {
+					w.WriteHeader(tc.status)
+				}
+				w.Write([]byte(tc.body))
+			}))
+			if got := bridgeIsLocal(context.Background(), e, "net1", tc.local); got != tc.want {
+				t.Fatalf("bridgeIsLocal = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// This process's interfaces include loopback, whatever else the machine has.
+func TestLocalAddrsListsLoopback(t *testing.T) {
+	addrs, err := localAddrs()
+	if err != nil {
+		t.Skipf("no interface listing here: %v", err)
+	}
+	if !slices.Contains(addrs, netip.MustParseAddr("127.0.0.1")) {
+		t.Fatalf("localAddrs() = %v, want 127.0.0.1 among them", addrs)
 	}
 }

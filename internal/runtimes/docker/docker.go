@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -36,6 +37,9 @@ type Docker struct {
 	netName string
 	images  *imageBuilder
 	cuts    *netcut.Partitions
+	// direct: the harness reaches the hosts' ports at their addresses on the run's network, which
+	// it shares a network namespace with (see bridgeIsLocal), so no port is published.
+	direct bool
 
 	mu     sync.Mutex
 	nodes  map[string]*dockerNode
@@ -106,7 +110,55 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		return nil, errors.Join(fmt.Errorf("create the run's network: %w", err), d.Close(ctx))
 	}
 	d.netID, d.netName = netID, d.NetworkName()
+	d.direct = !cfg.Publish && bridgeIsLocal(ctx, cli, netID, localAddrs)
 	return d, nil
+}
+
+// bridgeIsLocal says whether the run's network is reachable from this process without published
+// ports: the engine gave the bridge its gateway address on an interface of this process's own
+// network namespace, so every container address of the network is routed here directly. That is
+// the case for a harness on the engine's own Linux host; not for a rootless engine (its bridge
+// lives in another namespace), Docker Desktop (in a VM), a remote engine or a harness in a
+// container of its own, which reach the store through published loopback ports instead.
+// Publishing costs the engine a proxy process and NAT rules per port (about 0.3 CPU-s a run on
+// two cores), work a real deployment's hosts do not do. Any doubt (no gateway reported, an
+// interface listing that fails) means publishing.
+func bridgeIsLocal(ctx context.Context, cli *engine, netID string, local func() ([]netip.Addr, error)) bool {
+	nw, err := cli.NetworkInspect(ctx, netID)
+	if err != nil {
+		return false
+	}
+	addrs, err := local()
+	if err != nil {
+		return false
+	}
+	for _, c := range nw.IPAM.Config {
+		gw, err := netip.ParseAddr(c.Gateway)
+		if err != nil {
+			continue
+		}
+		if slices.Contains(addrs, gw.Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
+// localAddrs are the addresses of this process's network interfaces.
+func localAddrs() ([]netip.Addr, error) {
+	ifAddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, err
+	}
+	var out []netip.Addr
+	for _, a := range ifAddrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out, nil
 }
 
 // labels are put on everything this run makes.
@@ -136,11 +188,29 @@ func (d *Docker) StartStore(ctx context.Context, spec runtimes.NodeSpec) (runtim
 	return runtimes.StartStore(ctx, d, spec)
 }
 
-// Endpoints implements Runtime: the loopback ports the engine published the host's Ports on.
+// DirectNetwork reports whether the harness reaches the hosts' Ports at their addresses on the
+// run's network (it shares a network namespace with the bridge) rather than through ports
+// published on loopback.
+func (d *Docker) DirectNetwork() bool { return d.direct }
+
+// Endpoints implements Runtime: the host's Ports at its address on the run's network when the
+// harness reaches that network directly (bridgeIsLocal), else the loopback ports the engine
+// published them on.
 func (d *Docker) Endpoints(ctx context.Context, host string) (map[int]string, error) {
 	n, err := d.node(host)
 	if err != nil {
 		return nil, fmt.Errorf("endpoints of %w", err)
+	}
+	if d.direct {
+		ip, err := d.address(ctx, host)
+		if err != nil {
+			return nil, fmt.Errorf("endpoints of host %s: %w", host, err)
+		}
+		addrs := map[int]string{}
+		for _, p := range n.spec.Ports {
+			addrs[p] = netip.AddrPortFrom(ip, uint16(p)).String()
+		}
+		return addrs, nil
 	}
 	ins, _, err := d.api.ContainerInspect(ctx, n.id)
 	if err != nil {
@@ -315,13 +385,16 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image, 
 		envList = append(envList, k+"="+v)
 	}
 	sort.Strings(envList)
-	exposed := map[string]struct{}{}
-	// Published ports listen on loopback only: the harness is the only outside client.
-	bindings := map[string][]portBinding{}
-	for _, p := range s.Ports {
-		port := strconv.Itoa(p) + "/tcp"
-		exposed[port] = struct{}{}
-		bindings[port] = []portBinding{{HostIP: "127.0.0.1"}}
+	var exposed map[string]struct{}
+	var bindings map[string][]portBinding
+	if !d.direct {
+		// Published ports listen on loopback only: the harness is the only outside client.
+		exposed, bindings = map[string]struct{}{}, map[string][]portBinding{}
+		for _, p := range s.Ports {
+			port := strconv.Itoa(p) + "/tcp"
+			exposed[port] = struct{}{}
+			bindings[port] = []portBinding{{HostIP: "127.0.0.1"}}
+		}
 	}
 	cctx, cancel := step()
 	id, err := d.api.ContainerCreate(cctx, "widetp-"+d.cfg.RunID+"-"+s.Host, containerCreate{
