@@ -91,7 +91,7 @@ func StartCluster(ctx context.Context, s *scenarios.Scenario, rt Runtime, opts .
 	return c, nil
 }
 
-// connectStore makes the store's client from the ports the runtime published.
+// connectStore makes the store's client from the addresses the runtime gives for its ports.
 func (c *Cluster) connectStore(ctx context.Context) error {
 	addrs, err := c.rt.Endpoints(ctx, StoreHost)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/widetp/widetp/fakestore/client"
 	"github.com/widetp/widetp/internal/nodeapi"
+	"github.com/widetp/widetp/simnode/pace"
 	"github.com/widetp/widetp/vllm"
 )
 
@@ -338,8 +339,12 @@ func carryOut(pending []*pendingAct, fam *family, seqs *commandSequencers, plan 
 	return rest
 }
 
-// storeRetry paces the start-up checks of a store that may still be starting.
-const storeRetry = 20 * time.Millisecond
+// storeFirstRetry and storeMaxRetry bound the pause between the start-up checks of a store that
+// may still be starting (pace.Pause): the store starts in the nodes' round, anywhere in it.
+const (
+	storeFirstRetry = 20 * time.Millisecond
+	storeMaxRetry   = 500 * time.Millisecond
+)
 
 // waitStore checks that the store's master and admin planes answer, retrying for the store
 // timeout: a store that is down at start is a clear failure, never a hang.
@@ -349,6 +354,7 @@ func waitStore(ctx context.Context, store *client.Client, cfg *Config) error {
 	defer cancel()
 	attempts := 0
 	var last error
+	started := time.Now()
 	for {
 		attempts++
 		_, err := store.ServiceReady(ctx)
@@ -361,7 +367,7 @@ func waitStore(ctx context.Context, store *client.Client, cfg *Config) error {
 			return nil
 		}
 		last = err
-		t := time.NewTimer(storeRetry)
+		t := time.NewTimer(pace.Pause(time.Since(started), storeFirstRetry, storeMaxRetry))
 		select {
 		case <-t.C:
 		case <-ctx.Done():

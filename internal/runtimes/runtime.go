@@ -104,7 +104,8 @@ func StartStore(ctx context.Context, rt Runtime, spec NodeSpec) (Store, error) {
 // Store is how the harness reaches the store host.
 type Store struct {
 	Host string
-	// Addrs maps each published port to the host:port the harness dials.
+	// Addrs maps each of the host's Ports to the host:port the harness dials (its address on the
+	// run's network, or a port published on loopback).
 	Addrs map[int]string
 }
 

@@ -8,14 +8,18 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/widetp/widetp/simnode/pace"
 )
 
 const (
-	// firstRetry and maxRetry pace the connection attempts to a rank 0 that is not listening yet:
-	// fast at first (processes of one replica start within milliseconds of each other), then no
-	// more than twice a second so that a long wait does not flood the host.
+	// firstRetry and maxRetry bound the pause between attempts to reach a rank 0 that is not
+	// listening yet (pace.Pause): quick at first, as the processes of one replica start within
+	// milliseconds of each other; at most twice a second for a member whose rank 0 is on a host
+	// that starts late. torch's TCPStore client backs off further still (from half a second,
+	// growing by half with jitter).
 	firstRetry = 10 * time.Millisecond
-	maxRetry   = 50 * time.Millisecond
+	maxRetry   = 500 * time.Millisecond
 	// verdictGrace is added to the wait for rank 0's answer: rank 0 was listening before this member
 	// connected, so its own deadline falls within Timeout of the connect; the grace lets its
 	// time-out verdict (with the missing ranks) arrive before this member gives up on its own.
@@ -29,13 +33,14 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 	cctx, cancel := context.WithDeadline(ctx, connectBy)
 	defer cancel()
 	var conn net.Conn
-	for wait := firstRetry; ; wait = min(2*wait, maxRetry) {
+	started := time.Now()
+	for {
 		var err error
 		conn, err = dial(cctx, cfg, host, port)
 		if err == nil {
 			break
 		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(pace.Pause(time.Since(started), firstRetry, maxRetry))
 		select {
 		case <-t.C:
 		case <-cctx.Done():

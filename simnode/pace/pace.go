@@ -1,0 +1,20 @@
+// Package pace is how a simulated process paces its attempts to reach a peer that is not up yet
+// (a rank 0 that is not listening, a store that is still starting): the pause after a failed
+// attempt is a twentieth of the time waited so far, between a first and a largest pause. A member
+// of a small deployment, whose peers come up within milliseconds, retries at once; one that waits
+// for a host started late in a round of 65 gives up at most a twentieth of its wait to the pacing
+// and makes a few attempts a second instead of dozens. The number of attempts over a wait of T
+// grows with log T, not with T: at a fixed 50 ms, the followers of a 64-node run dialled 50,000
+// times, a third of the run's CPU.
+package pace
+
+import "time"
+
+// Share is the part of the time waited so far that the next pause takes (1/Share).
+const Share = 20
+
+// Pause is the pause after a failed attempt, when the first attempt was waited ago: waited/Share,
+// at least first and at most largest.
+func Pause(waited, first, largest time.Duration) time.Duration {
+	return min(max(waited/Share, first), largest)
+}
