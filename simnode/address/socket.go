@@ -156,7 +156,7 @@ func (s *SideChannel) serve() {
 			if zmq.AsErrno(err) == zmq.ETERM {
 				return
 			}
-			continue // a receive time-out: look again
+			continue // an interrupted receive (EINTR): look again
 		}
 		if len(frames) < 2 {
 			continue
