@@ -20,8 +20,8 @@ measurement is followed by the floor of as many hosts on that runtime: on Docker
 N+1 FROM scratch containers of the widetp image started in parallel, waited for and removed; locally
 N+1 processes of this binary. The ratio is run over floor (medians of --reps). Peak memory is the
 largest sum of the proportional set sizes of the run's processes, sampled in one more run before
-the timed ones (sampling would slow a timed run; the floor is not sampled). Writes bench.json, bench.md (a
-Markdown table) and bench.svg (the plot) into --out, and prints the table.`
+the timed ones (sampling would slow a timed run; the floor is not sampled). Writes bench.json,
+bench.md (a Markdown table) and bench.svg (the plot) into --out, and prints the table.`
 
 func init() {
 	register(&command{

@@ -133,7 +133,7 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 // memory when asked to (the peak and its process count are 0 otherwise).
 func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harness.Option, memory bool) (time.Duration, float64, int, error) {
 	runID := fmt.Sprintf("bench%d-%d", os.Getpid(), benchSeq.Add(1))
-	sampler := noSampler
+	var sampler *sampler
 	if memory {
 		sampler = startSampler(runID)
 	}
@@ -142,7 +142,11 @@ func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harne
 	res, err := harness.Run(ctx, s, harness.WithRuntime(rt), harness.WithArtifactsOnFailure(harness.DefaultArtifactsBase()),
 		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...))
 	took := time.Since(start)
-	peak, procs := sampler.stop()
+	var peak float64
+	var procs int
+	if sampler != nil {
+		peak, procs = sampler.stop()
+	}
 	if err == nil {
 		err = unexpected(res)
 	}
