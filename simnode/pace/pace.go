@@ -4,8 +4,8 @@
 // of a small deployment, whose peers come up within milliseconds, retries at once; one that waits
 // for a host started late in a round of 65 gives up at most a twentieth of its wait to the pacing
 // and makes a few attempts a second instead of dozens. The number of attempts over a wait of T
-// grows with log T, not with T: at a fixed 50 ms, the followers of a 64-node run dialled 50,000
-// times, a third of the run's CPU.
+// grows with log T, not with T: at a fixed 50 ms, the followers of a local 64-node run dialled
+// their rank 0 about 50,000 times, and that run took a quarter longer than with this pacing.
 package pace
 
 import "time"
