@@ -181,11 +181,15 @@ var _ = Describe("the real images", Label("docker"), func() {
 	// at its address on the run's network and publishes nothing; WithPublishedPorts, and every
 	// other set-up, goes through ports published on loopback.
 	DescribeTable("runs the fake store as the store, reachable over HTTP from the harness",
-		func(ctx SpecContext, publish bool) {
+		func(ctx SpecContext, option, env bool) {
 			var opts []harness.Option
-			if publish {
+			if option {
 				opts = append(opts, harness.WithPublishedPorts())
 			}
+			if env {
+				GinkgoT().Setenv("WIDETP_DOCKER_PUBLISH", "1")
+			}
+			publish := option || env
 			d := newRun(ctx, opts...)
 			store, err := d.StartStore(ctx, harness.NodeSpec{Host: "store", Program: harness.Widetp, Args: []string{"store"},
 				Ready: regexp.MustCompile(`^fakestore: flavor=`), Ports: []int{8080, 50052, 9003}})
@@ -222,8 +226,9 @@ var _ = Describe("the real images", Label("docker"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(resp).To(ContainSubstring(`"status":"ok"`))
 		},
-		Entry("as the machine allows", false, SpecTimeout(5*time.Minute)),
-		Entry("through published ports", true, SpecTimeout(5*time.Minute)))
+		Entry("as the machine allows", false, false, SpecTimeout(5*time.Minute)),
+		Entry("through published ports (WithPublishedPorts)", true, false, SpecTimeout(5*time.Minute)),
+		Entry("through published ports (WIDETP_DOCKER_PUBLISH)", false, true, SpecTimeout(5*time.Minute)))
 
 	It("runs widetp node from a scratch image: the binary, libzmq and the loader are all there", func(ctx SpecContext) {
 		d := newRun(ctx)

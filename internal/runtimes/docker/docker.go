@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -110,9 +111,13 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		return nil, errors.Join(fmt.Errorf("create the run's network: %w", err), d.Close(ctx))
 	}
 	d.netID, d.netName = netID, d.NetworkName()
-	d.direct = !cfg.Publish && bridgeIsLocal(ctx, cli, netID, localAddrs)
+	d.direct = !cfg.Publish && os.Getenv(EnvPublish) == "" && bridgeIsLocal(ctx, cli, netID, localAddrs)
 	return d, nil
 }
+
+// EnvPublish, set to anything, makes every Docker run publish the store's ports on loopback
+// (runtimes.WithPublishedPorts for the widetp command and the suites).
+const EnvPublish = "WIDETP_DOCKER_PUBLISH"
 
 // bridgeIsLocal says whether the run's network is reachable from this process without published
 // ports: the engine gave the bridge its gateway address on an interface of this process's own
@@ -209,6 +214,16 @@ func (d *Docker) Endpoints(ctx context.Context, host string) (map[int]string, er
 		addrs := map[int]string{}
 		for _, p := range n.spec.Ports {
 			addrs[p] = netip.AddrPortFrom(ip, uint16(p)).String()
+			// The host printed its ready line, so its ports listen: a connection that fails here
+			// is something between this process and the bridge, which only publishing avoids.
+			var dialer net.Dialer
+			dctx, cancel := context.WithTimeout(ctx, d.cfg.PingTimeout)
+			conn, err := dialer.DialContext(dctx, "tcp", addrs[p])
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("endpoints of host %s: this process shares the network namespace of the run's bridge but cannot reach %s on it (%w): a firewall between this machine and its Docker bridges? Set %s=1 to reach the store through ports published on 127.0.0.1", host, addrs[p], err, EnvPublish)
+			}
+			conn.Close()
 		}
 		return addrs, nil
 	}
