@@ -35,11 +35,14 @@ const (
 	// localPortBase, localPortStride: rendezvous that vLLM keeps on one host (the engine
 	// handshake over a private ipc path when all engines are local; a single-node replica's
 	// torch world on a free loopback port) use <host>:localPortBase + localPortStride*command +
-	// slot, slots numbered in planning order, so co-located commands never share one. 40000 is
-	// above vLLM's defaults (29500-29551 DP and torch ports, 8000 API) and the stride of 256 leaves
-	// room for 255 local rendezvous per command and 99 commands per host below 65535.
-	localPortBase   = 40000
-	localPortStride = 256
+	// slot, slots numbered in planning order, so co-located commands never share one. 61000 is
+	// above vLLM's defaults (29500-29551 DP and torch ports, 8000 API) and above Linux's default
+	// ephemeral range (net.ipv4.ip_local_port_range 32768-60999): a simulated listener there is
+	// never refused because an outgoing connection of the same host took its port, as one at
+	// 40002 once was (the kernel hands connect() even ports from that range). The stride of 128
+	// leaves room for 127 local rendezvous per command and 35 commands per host below 65535.
+	localPortBase   = 61000
+	localPortStride = 128
 )
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -192,7 +192,7 @@ func flatten(plans []*vllm.NodePlan) map[string]*vllm.ProcessPlan {
 
 // localPortBase is the first port of the model's host-local rendezvous convention
 // (vllm/rendezvous.go localPortBase): such an address is named by who meets there.
-const localPortBase = 40000
+const localPortBase = 61000
 
 // canonicalAddresses names every host-local rendezvous address of the plans by the first process
 // (in ID order) that joins it and its position there, so two planners that put the same processes

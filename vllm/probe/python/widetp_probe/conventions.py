@@ -11,7 +11,7 @@ planners give one deployment the same plan.
   rpc_port + 1 and a single-node DP torch world rpc_port + 2 (vllm/rendezvous.go
   dpGroupPortOffset, dpWorldPortOffset). Offline (VLLM_DP_*) front ends ship their own values.
 * host-local rendezvous (ipc handshakes, the executor's file store or free loopback port) get
-  <host>:40000 + 256 * command + slot, slots in planning order, one reserved by every front end
+  <host>:61000 + 128 * command + slot, slots in planning order, one reserved by every front end
   that launches engines (vllm/rendezvous.go localPortBase).
 * torch groups: a worker's TP/PCP/PP ranks follow initialize_model_parallel's layout (DP, PP,
   PCP, TP; TP fastest), which the stood-in groups use for the engine_id broadcast.
@@ -32,7 +32,7 @@ import uuid as _uuid
 from .standins import StandIn
 
 MOONCAKE_STORE = "MooncakeStoreConnector"
-LOCAL_PORT_BASE, LOCAL_PORT_STRIDE = 40000, 256
+LOCAL_PORT_BASE, LOCAL_PORT_STRIDE = 61000, 128
 DP_GROUP_OFFSET, DP_WORLD_OFFSET = 1, 2
 
 SEED, HOST, CMD = "", "", 0
