@@ -424,7 +424,7 @@ func (cp *cmdPlanner) rendezvousAddresses(p *ProcessPlan, pc *ParallelConfig, ad
 			a.Source = "vllm/v1/engine/utils.py launch_core_engines (handshake ROUTER; engines dial it)"
 			if pc != nil && r.Address != hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort) {
 				// A host-local handshake is a private ipc path in vLLM; the model's barrier meets at a
-				// derived port instead (rendezvous.go localPortBase).
+				// derived port instead (rendezvous.go LocalPortBase).
 				binder := p.Identity.ID
 				if !r.BindsEarly {
 					binder = p.Identity.Parent

@@ -113,7 +113,7 @@ func (cp *cmdPlanner) localAddr() string {
 	if cp.slot >= localPortStride && cp.err == nil {
 		cp.err = fmt.Errorf("more than %d host-local rendezvous in one command: %w", localPortStride-1, errNotSimulated)
 	}
-	port := localPortBase + localPortStride*cp.cmd + cp.slot
+	port := LocalPortBase + localPortStride*cp.cmd + cp.slot
 	if port > 65535 && cp.err == nil {
 		cp.err = fmt.Errorf("command index %d leaves no port for host-local rendezvous: %w", cp.cmd, errNotSimulated)
 	}

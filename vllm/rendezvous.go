@@ -32,16 +32,16 @@ const (
 	// (MoE, data_parallel_size > 1, nnodes == 1) meet at data_parallel_master_ip :
 	// data_parallel_rpc_port + 2 (vLLM: get_next_dp_init_port(), from the same shipped list).
 	dpWorldPortOffset = 2
-	// localPortBase, localPortStride: rendezvous that vLLM keeps on one host (the engine
+	// LocalPortBase, localPortStride: rendezvous that vLLM keeps on one host (the engine
 	// handshake over a private ipc path when all engines are local; a single-node replica's
-	// torch world on a free loopback port) use <host>:localPortBase + localPortStride*command +
+	// torch world on a free loopback port) use <host>:LocalPortBase + localPortStride*command +
 	// slot, slots numbered in planning order, so co-located commands never share one. 61000 is
 	// above vLLM's defaults (29500-29551 DP and torch ports, 8000 API) and above Linux's default
 	// ephemeral range (net.ipv4.ip_local_port_range 32768-60999): a simulated listener there is
 	// never refused because an outgoing connection of the same host took its port, as one at
 	// 40002 once was (the kernel hands connect() even ports from that range). The stride of 128
 	// leaves room for 127 local rendezvous per command and 35 commands per host below 65535.
-	localPortBase   = 61000
+	LocalPortBase   = 61000
 	localPortStride = 128
 )
 
@@ -221,7 +221,7 @@ const AddressInUse = "Address already in use"
 // address (host:port): pyzmq's Socket.bind appends the address it tried to the ZMQError's
 // strerror, and vLLM binds get_engine_client_zmq_addr's tcp://host:port. Host-local handshakes
 // are ipc paths in vLLM, which never fail this way (libzmq takes an ipc path over), and the
-// model gives each of them its own port (localPortBase), so only tcp handshakes reach this.
+// model gives each of them its own port (LocalPortBase), so only tcp handshakes reach this.
 func ZMQBindError(address, strerror string) string {
 	return fmt.Sprintf("zmq.error.ZMQError: %s (addr='tcp://%s')", strerror, address)
 }

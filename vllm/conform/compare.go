@@ -190,10 +190,6 @@ func flatten(plans []*vllm.NodePlan) map[string]*vllm.ProcessPlan {
 	return out
 }
 
-// localPortBase is the first port of the model's host-local rendezvous convention
-// (vllm/rendezvous.go localPortBase): such an address is named by who meets there.
-const localPortBase = 61000
-
 // canonicalAddresses names every host-local rendezvous address of the plans by the first process
 // (in ID order) that joins it and its position there, so two planners that put the same processes
 // at one local barrier compare equal whatever slot they numbered it.
@@ -225,7 +221,7 @@ func isLocal(addr, host string) bool {
 		return false
 	}
 	n, err := strconv.Atoi(port)
-	return err == nil && n >= localPortBase
+	return err == nil && n >= vllm.LocalPortBase
 }
 
 func canon(addr string, c map[string]string) string {
