@@ -215,6 +215,8 @@ func canonicalAddresses(plans []*vllm.NodePlan) map[string]string {
 	return out
 }
 
+// isLocal says whether addr is a host-local rendezvous of host under the model's convention
+// (vllm.LocalPortBase): such an address is named by who meets there.
 func isLocal(addr, host string) bool {
 	h, port, err := net.SplitHostPort(addr)
 	if err != nil || h != host {
