@@ -96,6 +96,7 @@ func newFamily(cfg familyConfig) *family {
 // start starts one child and its watchers.
 func (f *family) start(plan *vllm.ProcessPlan) (*child, error) {
 	spec := f.spec(plan)
+	spec.Runtime.Resolved = spec.Runtime.names.snapshot()
 	specLine, err := json.Marshal(spec)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: encode spec: %w", plan.Identity.ID, err)

@@ -109,6 +109,18 @@ type Runtime struct {
 	IPCRoot  string            `json:"ipc_root,omitempty"`
 	ListenIP string            `json:"listen_ip"`
 	Hosts    map[string]string `json:"hosts,omitempty"`
+	// Resolved are the names the parent process had resolved through DNS when it started this
+	// one: they seed its name cache (unlike Hosts, an answer is dropped when a dial to it fails).
+	Resolved map[string]string `json:"resolved,omitempty"`
+
+	// names caches this process's DNS answers (hosts.go); nil resolves every time.
+	names *nameCache
+}
+
+// withNameCache is rt with a name cache seeded from rt.Resolved.
+func (rt Runtime) withNameCache() Runtime {
+	rt.names = newNameCache(rt.Resolved)
+	return rt
 }
 
 // RuntimeFromEnv reads WIDETP_IPC_ROOT, WIDETP_LISTEN_IP and WIDETP_HOSTS.
@@ -128,7 +140,7 @@ func RuntimeFromEnv(getenv func(string) string) (Runtime, error) {
 		return rt, err
 	}
 	rt.Hosts = hosts
-	return rt, nil
+	return rt.withNameCache(), nil
 }
 
 // ParseHosts reads a WIDETP_HOSTS value: comma-separated name=address pairs.

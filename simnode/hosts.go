@@ -2,8 +2,12 @@ package simnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"sync"
+	"syscall"
+	"time"
 )
 
 // resolver maps the hosts of rendezvous addresses to dialable addresses:
@@ -11,7 +15,8 @@ import (
 //   - loopback (127.0.0.1, ::1, localhost) means this host: vLLM's defaults (VLLM_DP_MASTER_IP
 //     127.0.0.1) put single-node rendezvous there, and in a local run this host listens on its
 //     own 127.0.0.x, not on 127.0.0.1;
-//   - other IPs as they are, names through DNS (containers on one network resolve each other).
+//   - other IPs as they are, names through DNS (containers on one network resolve each other),
+//     remembered by the runtime's name cache.
 func (rt Runtime) resolver() func(ctx context.Context, host string) (string, error) {
 	return func(ctx context.Context, host string) (string, error) {
 		if ip, ok := rt.Hosts[host]; ok {
@@ -26,12 +31,114 @@ func (rt Runtime) resolver() func(ctx context.Context, host string) (string, err
 		if net.ParseIP(host) != nil {
 			return host, nil
 		}
-		addrs, err := net.DefaultResolver.LookupHost(ctx, host)
-		if err != nil {
-			return "", fmt.Errorf("resolve %s (not in %s either): %w", host, EnvHosts, err)
-		}
-		return addrs[0], nil
+		return rt.lookup(ctx, host)
 	}
+}
+
+// lookup resolves a host name through the name cache, then DNS.
+func (rt Runtime) lookup(ctx context.Context, host string) (string, error) {
+	if ip, ok := rt.names.get(host); ok {
+		return ip, nil
+	}
+	addrs, err := rt.names.lookupHost(ctx, host)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s (not in %s either): %w", host, EnvHosts, err)
+	}
+	rt.names.put(host, addrs[0])
+	return addrs[0], nil
+}
+
+// forget is told that a dial to host failed with err: the name cache drops its answer, as the
+// host may have come back at another address (a restarted container can get one).
+func (rt Runtime) forget(host string, err error) { rt.names.forget(host, err, time.Now()) }
+
+// refusedKeep is how long an answer survives dials that were refused: a refusal comes from a host
+// at that address that does not listen yet (a rank 0 still starting), the common case of a long
+// wait, whose every retry would otherwise ask DNS again; past this age the name is asked again,
+// in case the address now belongs to another host.
+const refusedKeep = 2 * time.Second
+
+// nameCache holds the DNS answers of one process, so that its many connections to the store and
+// the rendezvous hosts ask Docker's DNS once per name instead of once per connection (on a
+// 64-node run, thousands of queries answered by the engine on the same two cores). A name stays
+// until a dial to it fails (refused: once it is refusedKeep old); a process's children start with
+// what their parent learned (Runtime.Resolved). The nil cache holds nothing.
+type nameCache struct {
+	mu  sync.Mutex
+	ips map[string]answer
+	// ask is the DNS query (net.DefaultResolver's; a test counts them).
+	ask func(ctx context.Context, host string) ([]string, error)
+}
+
+type answer struct {
+	ip string
+	at time.Time
+}
+
+func newNameCache(seed map[string]string) *nameCache {
+	c := &nameCache{ips: map[string]answer{}, ask: net.DefaultResolver.LookupHost}
+	now := time.Now()
+	for name, ip := range seed {
+		if net.ParseIP(ip) != nil {
+			c.ips[name] = answer{ip: ip, at: now}
+		}
+	}
+	return c
+}
+
+func (c *nameCache) lookupHost(ctx context.Context, host string) ([]string, error) {
+	if c == nil {
+		return net.DefaultResolver.LookupHost(ctx, host)
+	}
+	return c.ask(ctx, host)
+}
+
+func (c *nameCache) get(host string) (string, bool) {
+	if c == nil {
+		return "", false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.ips[host]
+	return a.ip, ok
+}
+
+func (c *nameCache) put(host, ip string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ips[host] = answer{ip: ip, at: time.Now()}
+}
+
+func (c *nameCache) forget(host string, err error, now time.Time) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.ips[host]; ok && errors.Is(err, syscall.ECONNREFUSED) && now.Sub(a.at) < refusedKeep {
+		return
+	}
+	delete(c.ips, host)
+}
+
+// snapshot is a copy of what the cache holds (nil when empty), for a child's Runtime.Resolved.
+func (c *nameCache) snapshot() map[string]string {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ips) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(c.ips))
+	for name, a := range c.ips {
+		out[name] = a.ip
+	}
+	return out
 }
 
 func isLoopback(host string) bool {

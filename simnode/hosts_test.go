@@ -2,7 +2,16 @@ package simnode
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestResolver(t *testing.T) {
@@ -30,5 +39,130 @@ func TestResolver(t *testing.T) {
 	}
 	if _, err := local.resolver()(context.Background(), "no-such-host.invalid"); err == nil {
 		t.Error("an unknown name resolved")
+	}
+}
+
+// countingDNS answers every name with ip and counts the questions.
+func countingDNS(ip string, asked *atomic.Int32) func(context.Context, string) ([]string, error) {
+	return func(context.Context, string) ([]string, error) {
+		asked.Add(1)
+		return []string{ip}, nil
+	}
+}
+
+func TestNameCacheAsksOncePerNameUntilADialFails(t *testing.T) {
+	var asked atomic.Int32
+	rt := Runtime{ListenIP: "0.0.0.0"}.withNameCache()
+	rt.names.ask = countingDNS("10.9.8.7", &asked)
+	resolve := func() {
+		t.Helper()
+		if ip, err := rt.resolver()(context.Background(), "n0"); err != nil || ip != "10.9.8.7" {
+			t.Fatalf("resolve n0 = %q, %v; want 10.9.8.7", ip, err)
+		}
+	}
+	for range 3 {
+		resolve()
+	}
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("3 resolutions of one name asked DNS %d times, want 1", n)
+	}
+	// A refusal comes from a host at that address that does not listen yet: the answer stays.
+	refused := &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	rt.forget("n0", refused)
+	resolve()
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("a fresh answer was asked again after a refusal: %d questions, want 1", n)
+	}
+	// Once the answer is older than refusedKeep, a refusal may mean another host took the address.
+	rt.names.forget("n0", refused, time.Now().Add(refusedKeep+time.Millisecond))
+	resolve()
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("an old answer survived a refusal: %d questions, want 2", n)
+	}
+	// Any other failure (no route, a time-out) drops it at once.
+	rt.forget("n0", &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)})
+	resolve()
+	if n := asked.Load(); n != 3 {
+		t.Fatalf("an answer survived an unreachable host: %d questions, want 3", n)
+	}
+	// The map and IPs never reach DNS, nor the cache.
+	rt.Hosts = map[string]string{"r0-head": "127.0.0.2"}
+	for _, h := range []string{"r0-head", "10.1.2.3"} {
+		if _, err := rt.resolver()(context.Background(), h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := asked.Load(); n != 3 {
+		t.Errorf("a mapped host or an IP asked DNS: %d questions, want 3", n)
+	}
+}
+
+func TestChildStartsWithItsParentsAnswers(t *testing.T) {
+	parent := Runtime{ListenIP: "0.0.0.0"}.withNameCache()
+	var asked atomic.Int32
+	parent.names.ask = countingDNS("10.9.8.7", &asked)
+	if _, err := parent.resolver()(context.Background(), "widetp-store"); err != nil {
+		t.Fatal(err)
+	}
+	// What a parent hands a child (family.start), through the spec's JSON.
+	spec := procSpec{Runtime: parent}
+	spec.Runtime.Resolved = spec.Runtime.names.snapshot()
+	spec.Runtime.Resolved["garbage"] = "not-an-ip"
+	line, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got procSpec
+	if err := json.Unmarshal(line, &got); err != nil {
+		t.Fatal(err)
+	}
+	child := got.Runtime.withNameCache()
+	var childAsked atomic.Int32
+	child.names.ask = countingDNS("10.0.0.99", &childAsked)
+	if ip, err := child.resolver()(context.Background(), "widetp-store"); err != nil || ip != "10.9.8.7" {
+		t.Errorf("child resolved widetp-store = %q, %v; want its parent's 10.9.8.7", ip, err)
+	}
+	if ip, _ := child.resolver()(context.Background(), "garbage"); ip != "10.0.0.99" {
+		t.Errorf("a seed that is no IP was used: garbage = %q, want DNS's 10.0.0.99", ip)
+	}
+	if n := childAsked.Load(); n != 1 {
+		t.Errorf("child asked DNS %d times, want 1 (only for the name its parent did not know)", n)
+	}
+}
+
+func TestStoreClientAsksDNSOnceForAllItsConnections(t *testing.T) {
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Every answer closes its connection: each call dials again.
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var asked atomic.Int32
+	rt := Runtime{ListenIP: "0.0.0.0"}.withNameCache()
+	rt.names.ask = countingDNS("127.0.0.1", &asked)
+	url := "http://widetp-store.test:" + port
+	c, err := newStoreClient(StoreURLs{Metadata: url, Master: url, Admin: url}, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.Health(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("the store saw %d connections, want 3 (one per call)", n)
+	}
+	if n := asked.Load(); n != 1 {
+		t.Errorf("3 connections asked DNS %d times, want 1", n)
 	}
 }

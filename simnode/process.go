@@ -51,6 +51,7 @@ func RunProcess(stdin io.Reader, status io.Writer, stderr io.Writer) int {
 	// still a clean, reported exit.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	spec.Runtime = spec.Runtime.withNameCache()
 	p := newProc(spec, status, stderr)
 	return p.run(dec, sigs)
 }
@@ -439,7 +440,7 @@ func (p *proc) startChildren(ctx context.Context) *pyError {
 
 func (p *proc) rendezvousConfig() rendezvous.Config {
 	rdv, _, _ := p.timeouts()
-	return rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver()}
+	return rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver(), Forget: p.spec.Runtime.forget}
 }
 
 // bindHandshakes is vllm.StageHandshakeBind: the process binds the rendezvous it serves with

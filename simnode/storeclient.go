@@ -12,46 +12,59 @@ import (
 
 // newStoreClient is a client of the fake store at urls whose host names resolve through
 // WIDETP_HOSTS first, so that a harness can name the store by its host ("http://store:9003") on
-// every runtime — Docker's DNS in a container, the host map in a local run, where "store" is no
-// DNS name.
+// every runtime — the host map in a local run, where "store" is no DNS name, and Docker's DNS in a
+// container, through the runtime's name cache: every plane's connections then share one answer.
 func newStoreClient(urls StoreURLs, rt Runtime, opts ...client.Option) (*client.Client, error) {
-	if len(rt.Hosts) > 0 {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// As the client's own default transport: many processes' steady posts never re-dial.
-		t.MaxIdleConns = 512
-		t.MaxIdleConnsPerHost = 128
-		var d net.Dialer
-		// Dial from the host's own address, as a container's connections come from its own: the
-		// store then tells the hosts of a local run apart by peer (its registrations' writers, a
-		// partition's refusals).
-		if ip := net.ParseIP(rt.ListenIP); ip != nil && !ip.IsUnspecified() {
-			d.LocalAddr = &net.TCPAddr{IP: ip}
-			// The kernel draws the source port from the ephemeral range on the host's own address,
-			// where the simulated processes bind their ports too: SO_REUSEADDR lets a later
-			// listener (which sets it too: libzmq, Go) bind a port one of these connections uses,
-			// as it could while they came from another address.
-			d.Control = func(_, _ string, c syscall.RawConn) error {
-				var serr error
-				if err := c.Control(func(fd uintptr) {
-					serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
-				}); err != nil {
-					return err
-				}
-				return serr
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// As the client's own default transport: many processes' steady posts never re-dial.
+	t.MaxIdleConns = 512
+	t.MaxIdleConnsPerHost = 128
+	var d net.Dialer
+	// Dial from the host's own address, as a container's connections come from its own: the
+	// store then tells the hosts of a local run apart by peer (its registrations' writers, a
+	// partition's refusals).
+	if ip := net.ParseIP(rt.ListenIP); ip != nil && !ip.IsUnspecified() {
+		d.LocalAddr = &net.TCPAddr{IP: ip}
+		// The kernel draws the source port from the ephemeral range on the host's own address,
+		// where the simulated processes bind their ports too: SO_REUSEADDR lets a later
+		// listener (which sets it too: libzmq, Go) bind a port one of these connections uses,
+		// as it could while they came from another address.
+		d.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+			}); err != nil {
+				return err
 			}
+			return serr
 		}
-		t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			// Only the map: unlike a rendezvous address, a loopback store address is the
-			// harness's own, not this host's.
-			if host, port, err := net.SplitHostPort(addr); err == nil {
-				if ip, ok := rt.Hosts[host]; ok {
-					addr = net.JoinHostPort(ip, port)
-				}
-			}
+	}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
 			return d.DialContext(ctx, network, addr)
 		}
-		opts = append([]client.Option{client.WithHTTPClient(&http.Client{Transport: t})}, opts...)
+		// The map, then IPs as they are, then the name cache and DNS. Not the resolver's
+		// loopback rule: a loopback store address is the harness's own, not this host's.
+		ip, ok := rt.Hosts[host]
+		cached := false
+		switch {
+		case ok:
+		case net.ParseIP(host) != nil:
+			ip = host
+		default:
+			if ip, err = rt.lookup(ctx, host); err != nil {
+				return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+			}
+			cached = true
+		}
+		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip, port))
+		if err != nil && cached {
+			rt.forget(host, err)
+		}
+		return conn, err
 	}
+	opts = append([]client.Option{client.WithHTTPClient(&http.Client{Transport: t})}, opts...)
 	opts = append(opts, client.WithMetadataURL(urls.Metadata), client.WithMasterURL(urls.Master), client.WithAdminURL(urls.Admin))
 	return client.New(opts...)
 }

@@ -40,6 +40,9 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 		if err == nil {
 			break
 		}
+		if cfg.Forget != nil {
+			cfg.Forget(host, err)
+		}
 		t := time.NewTimer(pace.Pause(time.Since(started), firstRetry, maxRetry))
 		select {
 		case <-t.C:

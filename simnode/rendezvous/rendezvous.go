@@ -101,6 +101,9 @@ type Config struct {
 	// Resolve maps the host part of Address to a dialable address (WIDETP_HOSTS, then DNS).
 	// nil uses the address as is.
 	Resolve func(ctx context.Context, host string) (string, error)
+	// Forget, when set, is told the host of a dial that failed and why: Resolve may have to ask
+	// again (the host may have come back at another address).
+	Forget func(host string, err error)
 }
 
 func (c Config) validate() error {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -515,5 +516,39 @@ func TestLostRank0(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < bound {
 		t.Errorf("ZMQ member gave up after %v, before its bound %v", waited, bound)
+	}
+}
+
+// A member tells Forget about every dial that failed, with the reason, so that a cached answer for
+// rank 0's host can be asked for again.
+func TestJoinTellsForgetWhyADialFailed(t *testing.T) {
+	addr := freeAddr(t) // nobody listens: every dial is refused
+	host, _, _ := net.SplitHostPort(addr)
+	var mu sync.Mutex
+	var forgot []error
+	c := cfg(300 * time.Millisecond)
+	c.Resolve = func(context.Context, string) (string, error) { return host, nil }
+	c.Forget = func(h string, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if h != host {
+			t.Errorf("Forget(%q), want the dialled host %q", h, host)
+		}
+		forgot = append(forgot, err)
+	}
+	err := joinErr(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 2, Rank: 1}, c)
+	var re *Error
+	if !errors.As(err, &re) {
+		t.Fatalf("Join to a rank 0 that never listens: %v, want a rendezvous error", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(forgot) == 0 {
+		t.Fatal("no failed dial reached Forget")
+	}
+	for _, e := range forgot {
+		if !errors.Is(e, syscall.ECONNREFUSED) {
+			t.Errorf("Forget got %v, want the refusal", e)
+		}
 	}
 }
