@@ -19,33 +19,35 @@ import (
 //     remembered by the runtime's name cache.
 func (rt Runtime) resolver() func(ctx context.Context, host string) (string, error) {
 	return func(ctx context.Context, host string) (string, error) {
-		if ip, ok := rt.Hosts[host]; ok {
-			return ip, nil
-		}
-		if isLoopback(host) {
+		if _, mapped := rt.Hosts[host]; !mapped && isLoopback(host) {
 			if ip := net.ParseIP(rt.ListenIP); ip != nil && !ip.IsUnspecified() {
 				return rt.ListenIP, nil
 			}
 			return host, nil
 		}
-		if net.ParseIP(host) != nil {
-			return host, nil
-		}
-		return rt.lookup(ctx, host)
+		ip, _, err := rt.dialable(ctx, host)
+		return ip, err
 	}
 }
 
-// lookup resolves a host name through the name cache, then DNS.
-func (rt Runtime) lookup(ctx context.Context, host string) (string, error) {
+// dialable is the address this process dials for host: the WIDETP_HOSTS map, an IP as it is, else
+// the name cache and then DNS (fromDNS: an answer forget may drop).
+func (rt Runtime) dialable(ctx context.Context, host string) (ip string, fromDNS bool, err error) {
+	if ip, ok := rt.Hosts[host]; ok {
+		return ip, false, nil
+	}
+	if net.ParseIP(host) != nil {
+		return host, false, nil
+	}
 	if ip, ok := rt.names.get(host); ok {
-		return ip, nil
+		return ip, true, nil
 	}
 	addrs, err := rt.names.lookupHost(ctx, host)
 	if err != nil {
-		return "", fmt.Errorf("resolve %s (not in %s either): %w", host, EnvHosts, err)
+		return "", false, fmt.Errorf("resolve %s (not in %s either): %w", host, EnvHosts, err)
 	}
 	rt.names.put(host, addrs[0])
-	return addrs[0], nil
+	return addrs[0], true, nil
 }
 
 // forget is told that a dial to host failed with err: the name cache drops its answer, as the

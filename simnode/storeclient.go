@@ -44,22 +44,14 @@ func newStoreClient(urls StoreURLs, rt Runtime, opts ...client.Option) (*client.
 		if err != nil {
 			return d.DialContext(ctx, network, addr)
 		}
-		// The map, then IPs as they are, then the name cache and DNS. Not the resolver's
-		// loopback rule: a loopback store address is the harness's own, not this host's.
-		ip, ok := rt.Hosts[host]
-		cached := false
-		switch {
-		case ok:
-		case net.ParseIP(host) != nil:
-			ip = host
-		default:
-			if ip, err = rt.lookup(ctx, host); err != nil {
-				return nil, &net.OpError{Op: "dial", Net: network, Err: err}
-			}
-			cached = true
+		// Not the resolver's loopback rule: a loopback store address is the harness's own, not
+		// this host's.
+		ip, fromDNS, err := rt.dialable(ctx, host)
+		if err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 		}
 		conn, err := d.DialContext(ctx, network, net.JoinHostPort(ip, port))
-		if err != nil && cached {
+		if err != nil && fromDNS {
 			rt.forget(host, err)
 		}
 		return conn, err
