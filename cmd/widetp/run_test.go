@@ -124,6 +124,10 @@ func TestRunLocal(t *testing.T) {
 // arguments they exit 2.
 func TestCleanAndImagesWithoutEngine(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	// clean also removes every partition's nftables table on the machine, whoever made it: with
+	// no nft on PATH that part fails instead of cutting the partitions of runs in flight beside
+	// this test (a make e2e lost one that way, mid-scenario).
+	t.Setenv("PATH", t.TempDir())
 	for _, cmd := range []string{"clean", "images"} {
 		var out, errOut bytes.Buffer
 		if code := run([]string{cmd}, &out, &errOut); code != exitInfra || !strings.Contains(errOut.String(), "no reachable Docker engine") {
