@@ -16,7 +16,10 @@ package zmq
 #include <errno.h>
 #include <stdint.h>
 
-typedef struct { void *p[8]; } wzmq_msg_t; // zmq_msg_t is 64 bytes, aligned
+// zmq_msg_t is 64 opaque bytes, pointer-aligned. Declared as integers, not pointers: libzmq keeps a
+// short frame's bytes inside it, and Go must not take those bytes for pointers (cgo's pointer check
+// and the collector both would).
+typedef struct { uint64_t _[8]; } wzmq_msg_t;
 
 static void *lib;
 static void *(*p_ctx_new)(void);

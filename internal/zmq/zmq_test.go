@@ -1,16 +1,20 @@
 package zmq
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func pair(t *testing.T, ctx *Context, typ Type) *Socket {
@@ -177,4 +181,47 @@ func TestPathIsTheLoadedFile(t *testing.T) {
 	if fi, err := os.Stat(p); err != nil || fi.IsDir() || !strings.Contains(filepath.Base(p), "libzmq") {
 		t.Fatalf("Path() = %q (%v), want the libzmq file", p, err)
 	}
+}
+
+// libzmq keeps a short frame's bytes inside the zmq_msg_t itself. A frame whose first bytes are the
+// address of a live Go object must come out unchanged, and must not make the message look, to Go,
+// like memory holding Go pointers: cgo's pointer check (on under -race) refused that once in CI,
+// and a collector scanning it would have taken the bytes for a pointer.
+func TestShortFrameHoldingAGoAddress(t *testing.T) {
+	ctx := newContext(t)
+	ep := "inproc://go-address"
+	rep, req := pair(t, ctx, REP), pair(t, ctx, REQ)
+	if err := rep.Bind(ep); err != nil {
+		t.Fatal(err)
+	}
+	if err := req.Connect(ep); err != nil {
+		t.Fatal(err)
+	}
+	live := make([]*int, 64)
+	for i := range live {
+		live[i] = new(int)
+	}
+	for i, p := range live {
+		frame := make([]byte, 16)
+		binary.LittleEndian.PutUint64(frame, uint64(uintptr(unsafe.Pointer(p))))
+		binary.LittleEndian.PutUint64(frame[8:], uint64(uintptr(unsafe.Pointer(&live[i]))))
+		if _, err := req.SendBytes(frame, 0); err != nil {
+			t.Fatal(err)
+		}
+		got, err := rep.RecvBytes(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, frame) {
+			t.Fatalf("frame %d came out as %x, sent %x", i, got, frame)
+		}
+		runtime.GC()
+		if _, err := rep.SendBytes(nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := req.RecvBytes(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.KeepAlive(live)
 }
