@@ -21,7 +21,9 @@ type clientState struct {
 	// Ping after a MountSegment answers NEED_REMOUNT.
 	ok       bool
 	deadline time.Time
-	peer     string
+	// heard is when the master last heard the client (a mount or a ping that kept it alive).
+	heard time.Time
+	peer  string
 }
 
 type object struct {
@@ -94,6 +96,7 @@ func (s *Server) touch(id, peer string, now time.Time) *clientState {
 		s.m.clients[id] = c
 	}
 	c.deadline = now.Add(s.cfg.ClientTTL)
+	c.heard = now
 	c.peer = peer
 	return c
 }

@@ -388,7 +388,7 @@ func (s *Server) Snapshot() api.Snapshot {
 		snap.Segments = append(snap.Segments, api.MountedSegment{Segment: seg.seg, ClientID: seg.client, Status: "OK", Used: seg.used})
 	}
 	for id, c := range s.m.clients {
-		snap.Clients = append(snap.Clients, api.ClientState{ID: id, OK: c.ok, Deadline: c.deadline, Peer: c.peer})
+		snap.Clients = append(snap.Clients, api.ClientState{ID: id, OK: c.ok, Deadline: c.deadline, Heard: c.heard, Peer: c.peer})
 	}
 	sort.Slice(snap.Clients, func(i, j int) bool { return snap.Clients[i].ID < snap.Clients[j].ID })
 	for k, o := range s.m.objects {

@@ -17,6 +17,7 @@ import (
 	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/scenarios"
+	"github.com/widetp/widetp/simnode/mooncake"
 )
 
 // The fault timeline of a scenario (its `faults:`), followed on a settled cluster: each step waits
@@ -361,6 +362,10 @@ func (c *Cluster) waitTrigger(ctx context.Context, st scenarios.Step, from uint6
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.settle)
 	defer cancel()
+	if st.After.Event == scenarios.EventExpired {
+		var w expiryWait
+		return c.follow(ctx, from, func(e api.Event) (bool, error) { return c.expiredAll(ctx, st.After, e, &w) })
+	}
 	return c.follow(ctx, from, func(e api.Event) (bool, error) { return c.matches(ctx, st.After, e) })
 }
 
@@ -368,9 +373,6 @@ func (c *Cluster) waitTrigger(ctx context.Context, st scenarios.Step, from uint6
 func (c *Cluster) matches(ctx context.Context, tr scenarios.Trigger, e api.Event) (bool, error) {
 	inScope := func(id string) bool {
 		return (tr.Process == "" || id == tr.Process) && (tr.Host == "" || strings.HasPrefix(id, tr.Host+"/"))
-	}
-	segScope := func(seg string) bool {
-		return tr.Process == "" && (tr.Host == "" || strings.HasPrefix(seg, tr.Host+":"))
 	}
 	switch tr.Event {
 	case scenarios.EventReady, scenarios.EventExited:
@@ -386,14 +388,107 @@ func (c *Cluster) matches(ctx context.Context, tr scenarios.Trigger, e api.Event
 				return tr.Event == scenarios.EventReady && p.Ready || tr.Event == scenarios.EventExited && p.Exit != nil, nil
 			}
 		}
-	case scenarios.EventRegistered:
-		return e.Op == api.OpMountSegment && e.Code == api.OK && segScope(segmentOf(e)), nil
-	case scenarios.EventRemounted:
-		return e.Op == api.OpReMountSegment && e.Code == api.OK && segScope(segmentOf(e)), nil
+	case scenarios.EventRegistered, scenarios.EventRemounted:
+		op := api.OpMountSegment
+		if tr.Event == scenarios.EventRemounted {
+			op = api.OpReMountSegment
+		}
+		if e.Op != op || e.Code != api.OK {
+			return false, nil
+		}
+		return c.segmentInScope(ctx, tr, segmentOf(e))
 	case scenarios.EventExpired:
-		return e.Op == "expire", nil
+		if e.Op != "expire" {
+			return false, nil
+		}
+		segs := strings.Fields(strings.TrimPrefix(e.Detail, "segments:"))
+		if tr.Host == "" && tr.Process == "" {
+			return true, nil
+		}
+		for _, seg := range segs {
+			if in, err := c.segmentInScope(ctx, tr, seg); in || err != nil {
+				return in, err
+			}
+		}
 	}
 	return false, nil
+}
+
+// segmentInScope reports whether a Mooncake segment belongs to the trigger's scope: any segment
+// when it has none, a host's segments (named host:port, the worker's local_hostname), or the one
+// segment a process registered (its report says which).
+func (c *Cluster) segmentInScope(ctx context.Context, tr scenarios.Trigger, seg string) (bool, error) {
+	if tr.Host != "" && !strings.HasPrefix(seg, tr.Host+":") {
+		return false, nil
+	}
+	if tr.Process == "" {
+		return true, nil
+	}
+	procs, err := c.client.Reports(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range procs {
+		if p.ID == tr.Process {
+			return p.Segment != "" && p.Segment == seg, nil
+		}
+	}
+	return false, nil
+}
+
+// silentAfter is how long the store must not have heard a client before an `expired` trigger
+// counts it as cut off: two of the Mooncake client's heartbeat periods.
+const silentAfter = 2 * mooncake.HeartbeatInterval
+
+// expiryWait is the state of an `expired` trigger between events.
+type expiryWait struct {
+	seen    bool      // an expire event in scope came
+	checked time.Time // the store's time of the last look at its clients
+}
+
+// expiredAll is the `expired` trigger: it holds once the store expired a client in scope and no
+// client in scope that the store has stopped hearing is left. Mooncake's master expires each
+// client on its own TTL, one monitor pass at a time (master_service.cpp, ClientMonitorFunc), so
+// workers cut off together expire over one pass or two, and a step after the trigger must not act
+// between the passes. After the first expire event every event (the live clients' pings among
+// them) is a chance to look again, at most twice a heartbeat period.
+func (c *Cluster) expiredAll(ctx context.Context, tr scenarios.Trigger, e api.Event, w *expiryWait) (bool, error) {
+	if !w.seen {
+		in, err := c.matches(ctx, tr, e)
+		if !in || err != nil {
+			return false, err
+		}
+		w.seen = true
+	} else if e.Op != "expire" && e.Time.Sub(w.checked) < mooncake.HeartbeatInterval/2 {
+		return false, nil
+	}
+	snap, err := c.client.Snapshot(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read the store's clients: %w", err)
+	}
+	w.checked = snap.Time
+	segs := map[string][]string{}
+	for _, s := range snap.Segments {
+		segs[s.ClientID] = append(segs[s.ClientID], s.Segment.Name)
+	}
+	for _, cl := range snap.Clients {
+		if snap.Time.Sub(cl.Heard) <= silentAfter {
+			continue
+		}
+		in := tr.Host == "" && tr.Process == ""
+		for _, seg := range segs[cl.ID] {
+			if in {
+				break
+			}
+			if in, err = c.segmentInScope(ctx, tr, seg); err != nil {
+				return false, err
+			}
+		}
+		if in {
+			return false, nil // a silent client in scope is still to expire
+		}
+	}
+	return true, nil
 }
 
 // segmentOf is the segment name an event names (its key when that is a host:port).

@@ -78,7 +78,8 @@ const (
 	EventRegistered = "registered"
 	// EventRemounted: a worker remounted its segment after NEED_REMOUNT (ReMountSegment).
 	EventRemounted = "remounted"
-	// EventExpired: the store expired a client that stopped pinging.
+	// EventExpired: the store expired the clients that stopped pinging; as a trigger it holds once
+	// every client in scope the store no longer hears is expired (the harness's waitTrigger).
 	EventExpired = "expired"
 )
 

@@ -293,7 +293,10 @@ type ClientState struct {
 	OK bool `json:"ok"`
 	// Deadline is when the client expires unless it pings again (zero when not monitored).
 	Deadline time.Time `json:"deadline"`
-	Peer     string    `json:"peer"`
+	// Heard is when the master last heard from the client: its mount or the last Ping that kept it
+	// alive (an ignored Ping does not count).
+	Heard time.Time `json:"heard"`
+	Peer  string    `json:"peer"`
 }
 
 // Object is a stored object's metadata.
