@@ -16,7 +16,8 @@ import (
 //     127.0.0.1) put single-node rendezvous there, and in a local run this host listens on its
 //     own 127.0.0.x, not on 127.0.0.1;
 //   - other IPs as they are, names through DNS (containers on one network resolve each other),
-//     remembered by the runtime's name cache.
+//     remembered by the runtime's name cache (a ZMQ connect in a container hands libzmq the name
+//     itself: address.Net.zmqEndpoint).
 func (rt Runtime) resolver() func(ctx context.Context, host string) (string, error) {
 	return func(ctx context.Context, host string) (string, error) {
 		if _, mapped := rt.Hosts[host]; !mapped && isLoopback(host) {

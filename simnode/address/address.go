@@ -61,6 +61,12 @@ func (n Net) zmqEndpoint(ctx context.Context, endpoint string, bind bool) (strin
 	if err != nil {
 		return "", err
 	}
+	if !bind && !n.local() && isPeerName(h) {
+		// A container connects to a peer by its name, as vLLM's pyzmq does: libzmq resolves it on
+		// every connection attempt, so a reconnect finds a restarted container at its new address.
+		// The resolution above only makes a name nobody knows fail here, as it does in a local run.
+		ip = h
+	}
 	dst := net.JoinHostPort(ip, strconv.Itoa(port))
 	if !bind && n.local() {
 		// A local host connects from its own address, as a container does from its own (libzmq's
@@ -120,6 +126,11 @@ func (n Net) resolve(ctx context.Context, h string) (string, error) {
 		return h, nil
 	}
 	return n.Resolve(ctx, h)
+}
+
+// isPeerName reports whether h names a host rather than giving an address or this host.
+func isPeerName(h string) bool {
+	return h != "" && h != "*" && h != "localhost" && net.ParseIP(h) == nil
 }
 
 func isLoopback(h string) bool {

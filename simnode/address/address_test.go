@@ -3,6 +3,8 @@ package address
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -227,5 +229,56 @@ func TestBindThenListen(t *testing.T) {
 	}
 	if err := d.Listen(); err != nil {
 		t.Fatalf("two SO_REUSEPORT listeners: %v; both should listen", err)
+	}
+}
+
+// A container dials a peer by its name and libzmq resolves the name itself, on every connection
+// attempt, as vLLM's pyzmq does: the process's own answer may be stale (a restarted container
+// comes back at another address) and is not what libzmq dials. A name nobody knows still fails
+// at once, as in a local run.
+func TestContainerDialsAPeerByName(t *testing.T) {
+	name, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ip string
+	if addrs, err := net.LookupHost(name); err == nil {
+		for _, a := range addrs {
+			if p := net.ParseIP(a); p != nil && p.To4() != nil {
+				ip = a
+				break
+			}
+		}
+	}
+	if ip == "" {
+		t.Skipf("this machine's name %q has no IPv4 address to listen on", name)
+	}
+	ctx := context.Background()
+	probe, err := ListenTCP(ctx, Net{}, "tcp://"+ip+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, err := SplitTCP(probe.Endpoint())
+	probe.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ListenSideChannel(ctx, Net{}, fmt.Sprintf("tcp://%s:%d", ip, port), "peer-key", func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	stale := Net{Resolve: func(_ context.Context, h string) (string, error) {
+		if h == name {
+			return "192.0.2.1", nil // TEST-NET-1: nobody answers there
+		}
+		return "", fmt.Errorf("no such host %s", h)
+	}}
+	key, err := Dial(ctx, stale, fmt.Sprintf("tcp://%s:%d", name, port), "n", 5*time.Second)
+	if err != nil || key != "peer-key" {
+		t.Fatalf("dial %s by name with a stale answer: %q, %v; want libzmq to ask again and reach the peer", name, key, err)
+	}
+	if _, err := Dial(ctx, stale, fmt.Sprintf("tcp://nobody.invalid:%d", port), "n", 5*time.Second); err == nil || errors.Is(err, ErrNoAnswer) {
+		t.Fatalf("dial of a name nobody knows: %v, want the resolution's error", err)
 	}
 }
