@@ -546,9 +546,20 @@ func TestJoinTellsForgetWhyADialFailed(t *testing.T) {
 	if len(forgot) == 0 {
 		t.Fatal("no failed dial reached Forget")
 	}
+	refused := 0
 	for _, e := range forgot {
-		if !errors.Is(e, syscall.ECONNREFUSED) {
-			t.Errorf("Forget got %v, want the refusal", e)
+		var ne net.Error
+		switch {
+		case errors.Is(e, syscall.ECONNREFUSED):
+			refused++
+		case errors.As(e, &ne) && ne.Timeout():
+			// The member's bound can end a dial in flight on a loaded machine (make test beside
+			// make e2e): that dial is told as timed out, not refused.
+		default:
+			t.Errorf("Forget got %v, want the refusal (or, cut by the bound, a time-out)", e)
 		}
+	}
+	if refused == 0 {
+		t.Errorf("Forget got %v, none of them the refusal", forgot)
 	}
 }
