@@ -401,11 +401,10 @@ func (c *Cluster) matches(ctx context.Context, tr scenarios.Trigger, e api.Event
 		if e.Op != "expire" {
 			return false, nil
 		}
-		segs := strings.Fields(strings.TrimPrefix(e.Detail, "segments:"))
 		if tr.Host == "" && tr.Process == "" {
 			return true, nil
 		}
-		for _, seg := range segs {
+		for _, seg := range strings.Fields(strings.TrimPrefix(e.Detail, "segments:")) {
 			if in, err := c.segmentInScope(ctx, tr, seg); in || err != nil {
 				return in, err
 			}

@@ -34,7 +34,8 @@ type Net struct {
 }
 
 // zmqEndpoint is the libzmq endpoint this host uses for the model's endpoint: tcp with the host
-// mapped (bindIP or dialIP), ipc under the host's root.
+// mapped (bindIP or dialIP; a container's connect to a named peer keeps the name), ipc under the
+// host's root.
 func (n Net) zmqEndpoint(ctx context.Context, endpoint string, bind bool) (string, error) {
 	if p, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
 		if !filepath.IsAbs(p) {
