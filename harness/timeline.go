@@ -379,15 +379,11 @@ func (c *Cluster) matches(ctx context.Context, tr scenarios.Trigger, e api.Event
 		if e.Plane != api.PlaneTest || e.Op != "reports" || e.Method != "POST" || !inScope(e.Process) {
 			return false, nil
 		}
-		procs, err := c.client.Reports(ctx)
-		if err != nil {
+		p, ok, err := c.latestReport(ctx, e.Process)
+		if !ok || err != nil {
 			return false, err
 		}
-		for _, p := range procs {
-			if p.ID == e.Process {
-				return tr.Event == scenarios.EventReady && p.Ready || tr.Event == scenarios.EventExited && p.Exit != nil, nil
-			}
-		}
+		return tr.Event == scenarios.EventReady && p.Ready || tr.Event == scenarios.EventExited && p.Exit != nil, nil
 	case scenarios.EventRegistered, scenarios.EventRemounted:
 		op := api.OpMountSegment
 		if tr.Event == scenarios.EventRemounted {
@@ -423,16 +419,22 @@ func (c *Cluster) segmentInScope(ctx context.Context, tr scenarios.Trigger, seg 
 	if tr.Process == "" {
 		return true, nil
 	}
+	p, ok, err := c.latestReport(ctx, tr.Process)
+	return ok && p.Segment != "" && p.Segment == seg, err
+}
+
+// latestReport is the store's latest record of one process (ok false: it has none).
+func (c *Cluster) latestReport(ctx context.Context, id string) (report.Process, bool, error) {
 	procs, err := c.client.Reports(ctx)
 	if err != nil {
-		return false, err
+		return report.Process{}, false, err
 	}
 	for _, p := range procs {
-		if p.ID == tr.Process {
-			return p.Segment != "" && p.Segment == seg, nil
+		if p.ID == id {
+			return p, true, nil
 		}
 	}
-	return false, nil
+	return report.Process{}, false, nil
 }
 
 // silentAfter is how long the store must not have heard a client before an `expired` trigger
