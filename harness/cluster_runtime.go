@@ -30,6 +30,9 @@ type RuntimeKind struct {
 	// Available is nil when the runtime can run here; else why not (no Docker engine answers).
 	Available func(ctx context.Context) error
 	Floor     func(ctx context.Context, n int, opts ...Option) (time.Duration, error)
+	// Held is the held floor: n bare hosts kept up until every one is, then stopped together, as
+	// a run's hosts are at its teardown (widetp bench reports it beside the floor).
+	Held func(ctx context.Context, n int, opts ...Option) (time.Duration, error)
 	// Labelled lists what the runtime holds of run runID (of every run when ""): containers,
 	// networks and images on Docker, run directories locally. Leak checks loop over it.
 	Labelled func(ctx context.Context, runID string) ([]Resource, error)
@@ -43,11 +46,13 @@ func Runtimes() []RuntimeKind {
 			Open:      func(ctx context.Context, opts ...Option) (Runtime, error) { return docker.New(ctx, opts...) },
 			Available: func(ctx context.Context) error { return docker.Ping(ctx, runtimes.DefaultConfig().PingTimeout) },
 			Floor:     docker.Floor,
+			Held:      docker.Held,
 			Labelled:  docker.Labelled},
 		{Name: RuntimeLocal, Summary: "one process tree per host, with its own loopback address and /tmp",
 			Open:      local.New,
 			Available: func(context.Context) error { return nil },
 			Floor:     local.Floor,
+			Held:      local.Held,
 			Labelled:  local.Labelled},
 	}
 }
@@ -104,6 +109,17 @@ func Floor(ctx context.Context, name string, n int, opts ...Option) (time.Durati
 		return 0, fmt.Errorf("floor: %w", err)
 	}
 	return k.Floor(ctx, n, opts...)
+}
+
+// Held measures what keeping n bare hosts up until the last one is, then stopping them together,
+// costs the runtime called name (RuntimeKind.Held): the engine's own share of a run, whose hosts
+// live until its verdict.
+func Held(ctx context.Context, name string, n int, opts ...Option) (time.Duration, error) {
+	k, err := runtimeKind(name)
+	if err != nil {
+		return 0, fmt.Errorf("held floor: %w", err)
+	}
+	return k.Held(ctx, n, opts...)
 }
 
 // Labelled lists what the runtime called name holds of run runID, or of every run when runID is

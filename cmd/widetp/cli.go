@@ -26,7 +26,7 @@ type command struct {
 	usage string
 	// run receives the arguments after the subcommand name.
 	run func(args []string, stdout, stderr io.Writer) int
-	// hidden commands are the programs a run starts on its hosts (node, store, ipcls): the help
+	// hidden commands are the programs a run starts on its hosts (node, store, ipcls, idle): the help
 	// lists them apart, since nobody starts them by hand.
 	hidden bool
 }

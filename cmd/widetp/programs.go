@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -10,6 +11,7 @@ import (
 	"github.com/widetp/widetp/fakestore"
 	"github.com/widetp/widetp/harness"
 	"github.com/widetp/widetp/harness/ipcdir"
+	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/simnode"
 )
 
@@ -43,6 +45,27 @@ func init() {
 		hidden:  true,
 		run:     ipcdir.Command,
 	})
+	register(&command{
+		name:    "idle",
+		summary: "wait until stopped (the program of widetp bench's held floor)",
+		usage:   "idle",
+		hidden:  true,
+		run:     idle,
+	})
+}
+
+// idle says "idle" once it handles SIGTERM and SIGINT, then waits for one and exits 0: the hosts
+// of the held floor (widetp bench) stay up as a run's do, until they are stopped.
+func idle(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		fmt.Fprintf(stderr, "widetp idle: unexpected arguments %q\n", args)
+		return exitBadInput
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	fmt.Fprintln(stdout, runtimes.IdleLine)
+	<-ctx.Done()
+	return 0
 }
 
 // self is the binary the hosts of a run execute: this one, unless $WIDETP_BIN names another (the

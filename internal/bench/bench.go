@@ -1,7 +1,9 @@
 // Package bench measures widetp runs against a floor (widetp bench, make bench): the time from a
 // new runtime to a run's verdict, teardown included, for deployments of 2 to 64 nodes on each
 // runtime; the floor, measured in the same session, is what starting as many hosts costs with no
-// harness around it (harness.Floor); and the peak memory of the run's processes. It writes the
+// harness around it (harness.Floor); the held floor, what keeping them up until the last one is
+// and then stopping them together costs (harness.Held), the engine's own share of any run; and
+// the peak memory of the run's processes. It writes the
 // figures as JSON and Markdown and draws them as an SVG.
 package bench
 
@@ -50,6 +52,12 @@ type Point struct {
 	Ratio  float64   `json:"ratio"`
 	Runs   []float64 `json:"runs_s"`
 	Floors []float64 `json:"floors_s"`
+	// Held is the median held floor (harness.Held: as many hosts kept up until the last is, then
+	// stopped together, as a run's are), Helds every measurement; HeldRatio is Held over Floor,
+	// the part of Ratio that is the engine's own.
+	Held      float64   `json:"held_s"`
+	Helds     []float64 `json:"helds_s"`
+	HeldRatio float64   `json:"held_ratio"`
 	// PeakMiB is the largest sum of the proportional set sizes of the run's processes (every
 	// process carrying its run id) seen during a run of its own, before the timed ones.
 	PeakMiB float64 `json:"peak_mib"`
@@ -57,8 +65,8 @@ type Point struct {
 	Processes int `json:"processes"`
 }
 
-// Run measures every point of cfg, interleaving each run with its floor so that both see the
-// same machine load.
+// Run measures every point of cfg, interleaving each run with its floor and held floor so that
+// all three see the same machine load.
 func Run(ctx context.Context, cfg Config) ([]Point, error) {
 	if cfg.Reps <= 0 {
 		cfg.Reps = 1
@@ -114,14 +122,20 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 				if err != nil {
 					return points, fmt.Errorf("floor of %d hosts on %s: %w", p.Hosts, rt, err)
 				}
+				held, err := harness.Held(ctx, rt, p.Hosts, cfg.Options...)
+				if err != nil {
+					return points, fmt.Errorf("held floor of %d hosts on %s: %w", p.Hosts, rt, err)
+				}
 				p.Runs = append(p.Runs, took.Seconds())
 				p.Floors = append(p.Floors, floor.Seconds())
-				fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): run %.2fs, floor %.2fs\n",
-					it.name, rt, p.Hosts, took.Seconds(), floor.Seconds())
+				p.Helds = append(p.Helds, held.Seconds())
+				fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): run %.2fs, floor %.2fs, held floor %.2fs\n",
+					it.name, rt, p.Hosts, took.Seconds(), floor.Seconds(), held.Seconds())
 			}
-			p.Run, p.Floor = median(p.Runs), median(p.Floors)
+			p.Run, p.Floor, p.Held = median(p.Runs), median(p.Floors), median(p.Helds)
 			if p.Floor > 0 {
 				p.Ratio = p.Run / p.Floor
+				p.HeldRatio = p.Held / p.Floor
 			}
 			points = append(points, p)
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // Write puts the figures into dir: bench.json (every point), bench.md (the README's table) and
-// bench.svg (time to verdict and floor against node count, per runtime).
+// bench.svg (time to verdict, floor and held floor against node count, per runtime).
 func Write(dir string, points []Point, note string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -32,11 +32,11 @@ func Write(dir string, points []Point, note string) error {
 // Table is the points as a Markdown table.
 func Table(points []Point, note string) string {
 	var b strings.Builder
-	b.WriteString("| runtime | deployment | hosts | time to verdict (median) | floor (median) | ratio | peak memory (PSS) |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| runtime | deployment | hosts | time to verdict (median) | floor (median) | ratio | held floor (median) | held ratio | peak memory (PSS) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, p := range points {
-		fmt.Fprintf(&b, "| %s | %s | %d | %.2f s | %.2f s | %.2f× | %.0f MiB (%d processes) |\n",
-			p.Runtime, p.Scenario, p.Hosts, p.Run, p.Floor, p.Ratio, p.PeakMiB, p.Processes)
+		fmt.Fprintf(&b, "| %s | %s | %d | %.2f s | %.2f s | %.2f× | %.2f s | %.2f× | %.0f MiB (%d processes) |\n",
+			p.Runtime, p.Scenario, p.Hosts, p.Run, p.Floor, p.Ratio, p.Held, p.HeldRatio, p.PeakMiB, p.Processes)
 	}
 	if note != "" {
 		b.WriteString("\n" + note + "\n")
@@ -44,10 +44,11 @@ func Table(points []Point, note string) string {
 	return b.String()
 }
 
-// SVG draws, per runtime, the median time to verdict (solid) and the floor (dashed) against the
+// SVG draws, per runtime, the median time to verdict (solid), the floor (dashed) and the held
+// floor (dotted) against the
 // node count of the wide-TP series, on a log2 x axis.
 func SVG(points []Point) string {
-	const w, h, left, right, top, bottom = 640.0, 400.0, 60.0, 150.0, 30.0, 50.0
+	const w, h, left, right, top, bottom = 670.0, 400.0, 60.0, 180.0, 30.0, 50.0
 	var series []Point
 	maxY, minN, maxN := 0.0, math.MaxInt, 0
 	for _, p := range points {
@@ -55,7 +56,7 @@ func SVG(points []Point) string {
 			continue
 		}
 		series = append(series, p)
-		maxY = math.Max(maxY, math.Max(p.Run, p.Floor))
+		maxY = max(maxY, p.Run, p.Floor, p.Held)
 		minN, maxN = min(minN, p.Nodes), max(maxN, p.Nodes)
 	}
 	var b strings.Builder
@@ -101,13 +102,16 @@ func SVG(points []Point) string {
 		if c == "" {
 			c = "#555"
 		}
-		var run, floor []string
+		var run, floor, held []string
 		for _, p := range series {
 			if p.Runtime == rt {
 				run = append(run, fmt.Sprintf("%.1f,%.1f", x(p.Nodes), y(p.Run)))
 				floor = append(floor, fmt.Sprintf("%.1f,%.1f", x(p.Nodes), y(p.Floor)))
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s %d nodes: %.2fs, floor %.2fs (%.2f×)</title></circle>`+"\n",
-					x(p.Nodes), y(p.Run), c, html.EscapeString(rt), p.Nodes, p.Run, p.Floor, p.Ratio)
+				if p.Held > 0 {
+					held = append(held, fmt.Sprintf("%.1f,%.1f", x(p.Nodes), y(p.Held)))
+				}
+				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s %d nodes: %.2fs, floor %.2fs (%.2f×), held floor %.2fs</title></circle>`+"\n",
+					x(p.Nodes), y(p.Run), c, html.EscapeString(rt), p.Nodes, p.Run, p.Floor, p.Ratio, p.Held)
 			}
 		}
 		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", c, strings.Join(run, " "))
@@ -115,6 +119,11 @@ func SVG(points []Point) string {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/><text x="%.1f" y="%.1f">%s run</text>`+"\n", w-right+10, ly, w-right+30, ly, c, w-right+35, ly+4, html.EscapeString(rt))
 		ly += 18
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="5,4"/><text x="%.1f" y="%.1f">%s floor</text>`+"\n", w-right+10, ly, w-right+30, ly, c, w-right+35, ly+4, html.EscapeString(rt))
+		if len(held) > 0 {
+			ly += 18
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.5" stroke-dasharray="1,3" points="%s"/>`+"\n", c, strings.Join(held, " "))
+			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="1,3"/><text x="%.1f" y="%.1f">%s held floor</text>`+"\n", w-right+10, ly, w-right+30, ly, c, w-right+35, ly+4, html.EscapeString(rt))
+		}
 		ly += 24
 	}
 	b.WriteString("</svg>\n")

@@ -45,6 +45,10 @@ func (p Program) BinaryPath() string { return "/usr/local/bin/" + p.Name }
 // host's ipc directory with `widetp ipcls /tmp`.
 const WidetpPath = "/usr/local/bin/widetp"
 
+// IdleLine is what `widetp idle`, the program of the held floor (widetp bench), prints once it
+// handles SIGTERM: from then on, it stays up until it is stopped.
+const IdleLine = "idle"
+
 // resolveBinary is the widetp binary of a configuration: WithBinary's, else $WIDETP_BIN's. It
 // must be a regular executable file; its absolute path is returned.
 func resolveBinary(configured string) (string, error) {

@@ -20,10 +20,27 @@ func Floor(ctx context.Context, n int, opts ...runtimes.Option) (time.Duration, 
 	if err != nil {
 		return 0, err
 	}
-	return dockerFloor(ctx, cfg, n)
+	return dockerFloor(ctx, cfg, n, false, nil)
 }
 
-func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Duration, err error) {
+// Held measures what keeping n hosts up until the last one is costs Docker: the floor's network
+// and containers, but each runs `widetp idle`, which waits until it is stopped, and once every
+// container has started all of them are removed (killed) in parallel, then the network. A run's
+// hosts live until its verdict and its teardown kills them: the engine then releases every
+// container's network endpoint at the end, where the floor's (whose program exits at once)
+// are released while the others start. The held floor is the engine's own share of any run of
+// n hosts; widetp bench reports it beside the floor.
+func Held(ctx context.Context, n int, opts ...runtimes.Option) (time.Duration, error) {
+	cfg, err := runtimes.FloorConfig(opts...)
+	if err != nil {
+		return 0, err
+	}
+	return dockerFloor(ctx, cfg, n, true, nil)
+}
+
+// dockerFloor measures the floor, or with hold the held floor; allUp, when set, is called once
+// every container has started (and, with hold, before any is removed).
+func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, allUp func(runID string)) (took time.Duration, err error) {
 	cli, err := newEngineClient()
 	if err != nil {
 		return 0, err
@@ -70,11 +87,19 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Dur
 	if err != nil {
 		return 0, fmt.Errorf("floor: create network: %w", err)
 	}
+	cmd := []string{"ipcls", ipcRoot}
+	if hold {
+		cmd = []string{"idle"}
+	}
+	held := make([]chan error, n)
+	for i := range held {
+		held[i] = make(chan error, 1)
+	}
 	steps := make([]func() error, n)
 	for i := range steps {
 		steps[i] = func() error {
 			id, err := cli.ContainerCreate(ctx, fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i), containerCreate{
-				Image: img.Ref, Cmd: []string{"ipcls", ipcRoot}, Labels: labels, Hostname: fmt.Sprintf("h%d", i),
+				Image: img.Ref, Cmd: cmd, Labels: labels, Hostname: fmt.Sprintf("h%d", i),
 				HostConfig:       hostConfig{Tmpfs: map[string]string{ipcRoot: "rw,mode=1777,size=" + cfg.TmpfsSize}},
 				NetworkingConfig: networkingConfig{EndpointsConfig: map[string]endpointConfig{netName: {}}},
 			})
@@ -84,6 +109,18 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Dur
 			ids[i] = id
 			if err := cli.ContainerStart(ctx, id); err != nil {
 				return fmt.Errorf("floor: start container %d: %w", i, err)
+			}
+			if hold {
+				// Followed from its start, as the floor waits for its hosts: a host whose program
+				// ends before the removals kill it (exit 137) was not held.
+				go func() {
+					code, err := cli.ContainerWait(ctx, id)
+					if err == nil && code != 137 {
+						err = fmt.Errorf("floor: held container %d ended on its own (exit %d) before it was stopped", i, code)
+					}
+					held[i] <- err
+				}()
+				return nil
 			}
 			code, err := cli.ContainerWait(ctx, id)
 			if err != nil {
@@ -98,6 +135,9 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Dur
 	if err := runtimes.RunConcurrently(steps); err != nil {
 		return 0, err
 	}
+	if allUp != nil {
+		allUp(cfg.RunID)
+	}
 	// The removals are part of the floor, as a run's teardown is part of a run.
 	rm := make([]func() error, 0, n)
 	for i, id := range ids {
@@ -111,6 +151,15 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int) (took time.Dur
 	}
 	if err := runtimes.RunConcurrently(rm); err != nil {
 		return 0, err
+	}
+	if hold {
+		var errs []error
+		for i := range held {
+			errs = append(errs, <-held[i])
+		}
+		if err := errors.Join(errs...); err != nil {
+			return 0, err
+		}
 	}
 	if err := cli.NetworkRemove(ctx, netID); err != nil {
 		return 0, fmt.Errorf("floor: remove network: %w", err)

@@ -1,0 +1,82 @@
+package local
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/testbin"
+)
+
+// The local held floor keeps every process up until the last one has started, then stops them
+// all and leaves none behind.
+func TestHeldFloorKeepsEveryProcessUpUntilTheLast(t *testing.T) {
+	bin, err := testbin.Widetp()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runID := fmt.Sprintf("floortest%d", os.Getpid())
+	cfg, err := runtimes.FloorConfig(runtimes.WithBinary(bin), runtimes.WithRunID(runID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	up := -1
+	if _, err := localHeld(cfg, n, func(id string) { up = len(idleProcesses(t, id)) }); err != nil {
+		t.Fatal(err)
+	}
+	if up != n {
+		t.Errorf("%d of %d processes up once all had started", up, n)
+	}
+	if left := idleProcesses(t, runID); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
+
+// A host program that is not widetp's idle (an older widetp without the command, here a script
+// that exits at once) fails the measurement, naming it.
+func TestHeldFloorRefusesAHostThatIsNotIdle(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "widetp")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'widetp: unknown command' >&2\nexit 2\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runID := fmt.Sprintf("floortest%d-bad", os.Getpid())
+	cfg, err := runtimes.FloorConfig(runtimes.WithBinary(bin), runtimes.WithRunID(runID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = localHeld(cfg, 2, func(string) { t.Error("all up, with no host up") })
+	if err == nil || !strings.Contains(err.Error(), `did not say "idle"`) {
+		t.Fatalf("err = %v, want the host that did not say it was up", err)
+	}
+	if left := idleProcesses(t, runID); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
+}
+
+// idleProcesses are the pids of live processes carrying run runID in their environment.
+func idleProcesses(t *testing.T, runID string) []string {
+	t.Helper()
+	tag := []byte(runtimes.EnvRun + "=" + runID + "\x00")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !bytes.Contains(env, tag) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil || bytes.Contains(stat, []byte(") Z ")) {
+			continue // gone, or a zombie its parent has not waited for yet
+		}
+		out = append(out, e.Name())
+	}
+	return out
+}
