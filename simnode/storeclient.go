@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/simnode/pace"
 )
 
 // newStoreClient is a client of the fake store at urls whose host names resolve through
@@ -19,7 +20,8 @@ func newStoreClient(urls StoreURLs, rt Runtime, opts ...client.Option) (*client.
 	// As the client's own default transport: many processes' steady posts never re-dial.
 	t.MaxIdleConns = 512
 	t.MaxIdleConnsPerHost = 128
-	var d net.Dialer
+	// A store that is still starting may lose the first SYN of a connect (pace.ConnectAttempt).
+	d := net.Dialer{Timeout: pace.ConnectAttempt}
 	// Dial from the host's own address, as a container's connections come from its own: the
 	// store then tells the hosts of a local run apart by peer (its registrations' writers, a
 	// partition's refusals).

@@ -10,6 +10,15 @@ package pace
 
 import "time"
 
+// ConnectAttempt bounds one TCP connect to a peer; a connect that takes longer is abandoned and
+// tried again on a new socket. A peer container's name resolves a moment before its interface
+// answers (the engine registers it when it joins the network, early in its start), and a SYN
+// sent into that moment is lost: the kernel sends it again only after its initial retransmission
+// timeout of a second, which a run of five hosts measured as a second more, at random, on one
+// start in two. On a bridge or loopback a connect takes well under a millisecond; the bound
+// leaves two orders of magnitude for a loaded machine.
+const ConnectAttempt = 200 * time.Millisecond
+
 // Share is the part of the time waited so far that the next pause takes (1/Share).
 const Share = 20
 

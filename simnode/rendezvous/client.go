@@ -115,7 +115,9 @@ func dial(ctx context.Context, cfg Config, host, port string) (net.Conn, error) 
 		}
 		host = ip
 	}
-	var d net.Dialer
+	// A rank 0 whose host is still starting may lose the first SYN (pace.ConnectAttempt): the
+	// attempt ends, and join tries again.
+	d := net.Dialer{Timeout: pace.ConnectAttempt}
 	if ip := net.ParseIP(cfg.ListenIP); ip != nil && !ip.IsUnspecified() {
 		// A local host dials from its own address, as a container does from its own, so that a
 		// partition between hosts can tell them apart.

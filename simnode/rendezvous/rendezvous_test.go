@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -561,5 +563,85 @@ func TestJoinTellsForgetWhyADialFailed(t *testing.T) {
 	}
 	if refused == 0 {
 		t.Errorf("Forget got %v, none of them the refusal", forgot)
+	}
+}
+
+// A connect whose SYN is lost is abandoned after pace.ConnectAttempt and made again on a new
+// socket: in a run, a peer's name resolves a moment before its interface answers, and the kernel
+// would send the lost SYN again only after a second. Here the loss is a front listener whose
+// accept queue is full (Linux drops a SYN then); once the member has given up one attempt, the
+// queue is drained and the front passes connections on to rank 0. A member that kept its first
+// socket would never get through: the queue is drained only after an attempt was abandoned.
+func TestJoinTriesAgainOnANewSocketWhenAConnectIsLost(t *testing.T) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// A backlog of 0 queues one connection: the filler below.
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "front")
+	front, err := net.FileListener(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer front.Close()
+	filler, err := net.Dial("tcp", front.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+
+	back := freeAddr(t)
+	abandoned := make(chan struct{})
+	var once sync.Once
+	c := cfg(5 * time.Second)
+	c.Forget = func(_ string, err error) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			once.Do(func() { close(abandoned) })
+		}
+	}
+	go func() {
+		<-abandoned
+		first, err := front.Accept() // the filler
+		if err != nil {
+			return
+		}
+		first.Close()
+		for {
+			in, err := front.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", back)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			go func() { io.Copy(out, in); out.(*net.TCPConn).CloseWrite() }()
+			go func() { io.Copy(in, out); in.(*net.TCPConn).CloseWrite() }()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	errs := joinAll(ctx, []Member{
+		{Kind: "workers", Address: back, WorldSize: 2, Rank: 0, ID: "h/0/worker-0"},
+		{Kind: "workers", Address: front.Addr().String(), WorldSize: 2, Rank: 1, ID: "h/0/worker-1"},
+	}, c)
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	select {
+	case <-abandoned:
+	default:
+		t.Error("no connect attempt was abandoned: the front's queue was never full")
 	}
 }

@@ -349,6 +349,7 @@ type containerCreate struct {
 type hostConfig struct {
 	Tmpfs        map[string]string        `json:",omitempty"`
 	PortBindings map[string][]portBinding `json:",omitempty"`
+	Sysctls      map[string]string        `json:",omitempty"`
 }
 
 type portBinding struct {
