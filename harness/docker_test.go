@@ -79,6 +79,17 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(ins.HostConfig.Tmpfs).To(HaveKey("/tmp"))
 	}, SpecTimeout(2*time.Minute))
 
+	// A run starts its hosts at once, and a peer's name resolves a moment before its interface
+	// answers: a host probes an unresolved neighbour every 50 ms, not every second, so that its
+	// first connection to a peer that was not up yet waits for the peer, not for the next probe.
+	It("has its hosts probe an unresolved neighbour every 50 ms", func(ctx SpecContext) {
+		d := newRun(ctx)
+		const knob = "/proc/sys/net/ipv4/neigh/eth0/retrans_time_ms"
+		Expect(d.StartNodes(ctx, node("a", "-print-file", knob))).To(Succeed())
+		// The kernel keeps the interval in jiffies: 50 ms reads back as 50 or a jiffy more.
+		Expect(logsOf(ctx, d, "a")).To(MatchRegexp(`file ` + knob + `=5[0-9]\n`))
+	}, SpecTimeout(2*time.Minute))
+
 	It("lets only one of two concurrent starts take a host name", func(ctx SpecContext) {
 		d := newRun(ctx)
 		errs := make(chan error, 2)

@@ -53,6 +53,7 @@ func main() {
 	flag.Var(&gets, "get", "http:// URL to GET once, its host resolved like a peer's (repeatable)")
 	flag.Var(&childBinds, "child-bind", "start a child, in a process group of its own, that binds this endpoint (repeatable)")
 	printEnv := flag.String("print-env", "", "comma-separated variables to print as NAME=value at start")
+	printFile := flag.String("print-file", "", "comma-separated files to print as file PATH=content (trimmed) at start")
 	fail := flag.String("fail", "", "after binding, print this to stderr and exit 3 (an early crash)")
 	orphan := flag.Bool("orphan", false, "start a process that does not die with this one (no Pdeathsig) and is re-parented at once")
 	boot := flag.Bool("boot", false, "count the boot-N files in /tmp and add the next one: a fresh /tmp shows boot-1 only")
@@ -77,6 +78,16 @@ func main() {
 	for _, name := range strings.Split(*printEnv, ",") {
 		if name != "" {
 			fmt.Printf("env %s=%s\n", name, os.Getenv(name))
+		}
+	}
+	for _, path := range strings.Split(*printFile, ",") {
+		if path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "hostprobe:", err)
+				os.Exit(3)
+			}
+			fmt.Printf("file %s=%s\n", path, strings.TrimSpace(string(b)))
 		}
 	}
 	if *boot {
