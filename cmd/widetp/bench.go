@@ -17,14 +17,14 @@ Measures how long a run takes from a new runtime to its verdict, teardown includ
 deployments in vLLM#48061's shape (N/2 external-LB replicas of TP 16, a head and a --headless
 follower each) of each --nodes size, and --scenario FILE if given, on each --runtime. Each
 measurement is followed by the floor of as many hosts on that runtime: on Docker a new network and
-N+1 FROM scratch containers of the widetp image started in parallel, waited for and removed; locally
-N+1 processes of this binary. Then the held floor: the same hosts, but each stays up (widetp
-idle) until every one has started, and all are then stopped together, as a run's hosts are at its
-teardown; it is the engine's own share of any run of that size. The ratio is run over floor, the
-held ratio held floor over floor (medians of --reps). Peak memory is the
-largest sum of the proportional set sizes of the run's processes, sampled in one more run before
-the timed ones (sampling would slow a timed run; the floors are not sampled). Writes bench.json,
-bench.md (a Markdown table) and bench.svg (the plot) into --out, and prints the table.`
+N+1 FROM scratch containers of the widetp image started in parallel, waited for and removed;
+locally N+1 processes of this binary. Then the held floor: the same hosts, but each stays up
+(widetp idle) until every one has started, and all are then stopped together, as a run's hosts are
+at its teardown; it is the engine's own share of any run of that size. The ratio is run over floor,
+the held ratio held floor over floor (medians of --reps). Peak memory is the largest sum of the
+proportional set sizes of the run's processes, sampled in one more run before the timed ones
+(sampling would slow a timed run; the floors are not sampled). Writes bench.json, bench.md (a
+Markdown table) and bench.svg (the plot) into --out, and prints the table.`
 
 func init() {
 	register(&command{
