@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/widetp/widetp/simnode/pace"
 )
 
 // resolver maps the hosts of rendezvous addresses to dialable addresses:
@@ -89,7 +91,11 @@ func newNameCache(seed map[string]string) *nameCache {
 	return c
 }
 
+// lookupHost asks DNS for host, one attempt of at most pace.LookupAttempt: an unanswered query is
+// the caller's failed attempt, which it makes again at its pace.
 func (c *nameCache) lookupHost(ctx context.Context, host string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, pace.LookupAttempt)
+	defer cancel()
 	if c == nil {
 		return net.DefaultResolver.LookupHost(ctx, host)
 	}

@@ -3,6 +3,7 @@ package simnode
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/widetp/widetp/simnode/pace"
 )
 
 func TestResolver(t *testing.T) {
@@ -164,5 +167,33 @@ func TestStoreClientAsksDNSOnceForAllItsConnections(t *testing.T) {
 	}
 	if n := asked.Load(); n != 1 {
 		t.Errorf("3 connections asked DNS %d times, want 1", n)
+	}
+}
+
+// A DNS query that gets no answer is one failed attempt, bounded by pace.LookupAttempt, not the
+// resolver's 5 s: Docker's DNS drops what it cannot forward (a name whose host is not up yet).
+func TestALookupThatGetsNoAnswerIsAnAttemptOfItsOwn(t *testing.T) {
+	rt := Runtime{ListenIP: "0.0.0.0"}.withNameCache()
+	var bound time.Duration
+	rt.names.ask = func(ctx context.Context, host string) ([]string, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			t.Fatal("a lookup without a deadline")
+		}
+		bound = time.Until(dl)
+		<-ctx.Done() // the query is dropped: nothing ever answers
+		return nil, ctx.Err()
+	}
+	// The caller's own bound is far longer: the attempt's is what ends the lookup.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := rt.resolver()(ctx, "widetp-store"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("resolve a name nobody answers: %v, want the attempt's deadline", err)
+	}
+	if bound <= 0 || bound > pace.LookupAttempt {
+		t.Errorf("the lookup had %v left, want at most %v", bound, pace.LookupAttempt)
+	}
+	if ctx.Err() != nil {
+		t.Error("the caller's bound ran out: the attempt was not bounded on its own")
 	}
 }

@@ -19,6 +19,15 @@ import "time"
 // leaves two orders of magnitude for a loaded machine.
 const ConnectAttempt = 200 * time.Millisecond
 
+// LookupAttempt bounds one DNS lookup of a peer's name; a lookup that takes longer is abandoned
+// and, like a failed connect, tried again. Docker's DNS forwards a name it does not know (a host
+// whose container has not joined the network yet) to the machine's resolver, and drops what it
+// cannot forward: 200 concurrent lookups of unknown names through it got 101 no answer at all. Go's
+// resolver then waits 5 s before it asks again: on a 32-node run whose store started last, the
+// hosts came up 2-3 s after it, with the machine idle meanwhile. An answer from Docker's own table
+// takes about a millisecond.
+const LookupAttempt = 250 * time.Millisecond
+
 // Share is the part of the time waited so far that the next pause takes (1/Share).
 const Share = 20
 
