@@ -65,8 +65,11 @@ func localHeld(cfg runtimes.Config, n int, allUp func(runID string)) (time.Durat
 				return fmt.Errorf("held floor process %d: %w", i, err)
 			}
 			cmds[i] = cmd
-			// Up once it says so: a stop before its signal handler would kill it instead.
+			// Up once it says so: a stop before its signal handler would kill it instead. A
+			// program that says nothing within the start bound is killed, which ends the read.
+			silent := time.AfterFunc(cfg.StartTimeout, func() { cmd.Process.Kill() })
 			line, _ := bufio.NewReader(out).ReadString('\n')
+			silent.Stop()
 			if strings.TrimSpace(line) != runtimes.IdleLine {
 				return fmt.Errorf("held floor process %d: %s %s did not say %q (it said %q)", i, cfg.Binary, "idle", runtimes.IdleLine, line)
 			}

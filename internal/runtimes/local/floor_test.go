@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/internal/testbin"
@@ -79,4 +80,25 @@ func idleProcesses(t *testing.T, runID string) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// A host program that never says it is up (nor exits) is killed at the start bound: the
+// measurement fails instead of waiting for it forever.
+func TestHeldFloorEndsAHostThatNeverSaysItIsUp(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "widetp")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runID := fmt.Sprintf("floortest%d-silent", os.Getpid())
+	cfg, err := runtimes.FloorConfig(runtimes.WithBinary(bin), runtimes.WithRunID(runID), runtimes.WithStartTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = localHeld(cfg, 1, func(string) { t.Error("all up, with no host up") })
+	if err == nil || !strings.Contains(err.Error(), `did not say "idle"`) {
+		t.Fatalf("err = %v, want the host that never said it was up", err)
+	}
+	if left := idleProcesses(t, runID); len(left) > 0 {
+		t.Errorf("processes left: %v", left)
+	}
 }
