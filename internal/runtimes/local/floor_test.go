@@ -38,24 +38,32 @@ func TestHeldFloorKeepsEveryProcessUpUntilTheLast(t *testing.T) {
 	}
 }
 
-// A host program that is not widetp's idle (an older widetp without the command, here a script
-// that exits at once) fails the measurement, naming it.
+// A host program that is not widetp's idle fails the measurement, naming it, and leaves nothing:
+// one that exits at once (an older widetp without the command), and one that never says it is up
+// nor exits, which is killed at the start bound instead of being waited for forever.
 func TestHeldFloorRefusesAHostThatIsNotIdle(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "widetp")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'widetp: unknown command' >&2\nexit 2\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	runID := fmt.Sprintf("floortest%d-bad", os.Getpid())
-	cfg, err := runtimes.FloorConfig(runtimes.WithBinary(bin), runtimes.WithRunID(runID))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = localHeld(cfg, 2, func(string) { t.Error("all up, with no host up") })
-	if err == nil || !strings.Contains(err.Error(), `did not say "idle"`) {
-		t.Fatalf("err = %v, want the host that did not say it was up", err)
-	}
-	if left := idleProcesses(t, runID); len(left) > 0 {
-		t.Errorf("processes left: %v", left)
+	for name, script := range map[string]string{
+		"exits":  "echo 'widetp: unknown command' >&2\nexit 2",
+		"silent": "exec sleep 600",
+	} {
+		t.Run(name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "widetp")
+			if err := os.WriteFile(bin, []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			runID := fmt.Sprintf("floortest%d-%s", os.Getpid(), name)
+			cfg, err := runtimes.FloorConfig(runtimes.WithBinary(bin), runtimes.WithRunID(runID), runtimes.WithStartTimeout(100*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = localHeld(cfg, 2, func(string) { t.Error("all up, with no host up") })
+			if err == nil || !strings.Contains(err.Error(), `did not say "idle"`) {
+				t.Fatalf("err = %v, want the host that did not say it was up", err)
+			}
+			if left := idleProcesses(t, runID); len(left) > 0 {
+				t.Errorf("processes left: %v", left)
+			}
+		})
 	}
 }
 
@@ -80,25 +88,4 @@ func idleProcesses(t *testing.T, runID string) []string {
 		out = append(out, e.Name())
 	}
 	return out
-}
-
-// A host program that never says it is up (nor exits) is killed at the start bound: the
-// measurement fails instead of waiting for it forever.
-func TestHeldFloorEndsAHostThatNeverSaysItIsUp(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "widetp")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\nexec sleep 600\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	runID := fmt.Sprintf("floortest%d-silent", os.Getpid())
-	cfg, err := runtimes.FloorConfig(runtimes.WithBinary(bin), runtimes.WithRunID(runID), runtimes.WithStartTimeout(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = localHeld(cfg, 1, func(string) { t.Error("all up, with no host up") })
-	if err == nil || !strings.Contains(err.Error(), `did not say "idle"`) {
-		t.Fatalf("err = %v, want the host that never said it was up", err)
-	}
-	if left := idleProcesses(t, runID); len(left) > 0 {
-		t.Errorf("processes left: %v", left)
-	}
 }
