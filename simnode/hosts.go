@@ -81,7 +81,7 @@ type answer struct {
 }
 
 func newNameCache(seed map[string]string) *nameCache {
-	c := &nameCache{ips: map[string]answer{}, ask: net.DefaultResolver.LookupHost}
+	c := &nameCache{ips: map[string]answer{}, ask: askIPv4(dnsResolver)}
 	now := time.Now()
 	for name, ip := range seed {
 		if net.ParseIP(ip) != nil {
@@ -97,9 +97,31 @@ func (c *nameCache) lookupHost(ctx context.Context, host string) ([]string, erro
 	ctx, cancel := context.WithTimeout(ctx, pace.LookupAttempt)
 	defer cancel()
 	if c == nil {
-		return net.DefaultResolver.LookupHost(ctx, host)
+		return askIPv4(dnsResolver)(ctx, host)
 	}
 	return c.ask(ctx, host)
+}
+
+// dnsResolver answers the name caches' questions (a test points it at a DNS server of its own).
+var dnsResolver = net.DefaultResolver
+
+// askIPv4 is a DNS question for host's IPv4 addresses only (an A query, not A and AAAA). The hosts
+// a name can stand for are containers on the bridge network a Docker run creates, which has no
+// IPv6; a local run maps its names in WIDETP_HOSTS and asks nobody. An AAAA question could only
+// double the queries Docker's DNS answers on the run's own cores: on a 64-node run most of them
+// are for hosts that are not up yet, asked again at every attempt of a rendezvous.
+func askIPv4(r *net.Resolver) func(ctx context.Context, host string) ([]string, error) {
+	return func(ctx context.Context, host string) ([]string, error) {
+		ips, err := r.LookupNetIP(ctx, "ip4", host)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]string, len(ips))
+		for i, ip := range ips {
+			out[i] = ip.Unmap().String()
+		}
+		return out, nil
+	}
 }
 
 func (c *nameCache) get(host string) (string, bool) {

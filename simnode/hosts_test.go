@@ -197,3 +197,70 @@ func TestALookupThatGetsNoAnswerIsAnAttemptOfItsOwn(t *testing.T) {
 		t.Error("the caller's bound ran out: the attempt was not bounded on its own")
 	}
 }
+
+// fakeDNS answers A questions with ip and AAAA questions with no address (NOERROR, as a resolver
+// does for a name that has only IPv4), counting each kind; it stops with the test.
+func fakeDNS(t *testing.T, ip net.IP, a, aaaa *atomic.Int32) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pc.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			q := buf[:n]
+			// The question follows the 12-byte header: labels up to a zero byte, then type and class.
+			end := 12
+			for end < n && q[end] != 0 {
+				end += int(q[end]) + 1
+			}
+			end += 5
+			if n < 12 || end > n {
+				continue
+			}
+			qtype := int(q[end-4])<<8 | int(q[end-3])
+			resp := append([]byte{q[0], q[1], 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 0}, q[12:end]...)
+			switch qtype {
+			case 1:
+				a.Add(1)
+				resp[7] = 1
+				resp = append(resp, 0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4)
+				resp = append(resp, ip.To4()...)
+			case 28:
+				aaaa.Add(1)
+			}
+			pc.WriteTo(resp, from)
+		}
+	}()
+	return pc.LocalAddr().String()
+}
+
+// A host name stands for a container on the IPv4-only bridge of a Docker run: the name cache asks
+// DNS for its A record only, never also AAAA, so that Docker's DNS answers one query per
+// question, not two.
+func TestNameCacheAsksDNSForIPv4Only(t *testing.T) {
+	var a, aaaa atomic.Int32
+	server := fakeDNS(t, net.IPv4(10, 20, 30, 40), &a, &aaaa)
+	saved := dnsResolver
+	t.Cleanup(func() { dnsResolver = saved })
+	dnsResolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "udp", server)
+	}}
+	got, err := newNameCache(nil).lookupHost(context.Background(), "n7.widetp.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != "10.20.30.40" {
+		t.Errorf("answer %q, want [10.20.30.40]", got)
+	}
+	if a.Load() != 1 || aaaa.Load() != 0 {
+		t.Errorf("questions: %d A, %d AAAA; want 1 A and no AAAA", a.Load(), aaaa.Load())
+	}
+}
