@@ -142,6 +142,8 @@ func (f *family) start(plan *vllm.ProcessPlan) (*child, error) {
 		f.read(c, statusR)
 	}()
 	go func() {
+		// The exit is awaited in the poller; the Wait after it only reaps (waitExited).
+		waitExited(c.cmd.Process.Pid)
 		c.cmd.Wait()
 		c.state = c.cmd.ProcessState
 		t := time.NewTimer(drainBound)

@@ -64,7 +64,7 @@ func Command(args []string, stdout, stderr io.Writer) int {
 				return ExitBadInput
 			}
 			syscall.CloseOnExec(int(status.Fd()))
-			return RunProcess(os.Stdin, status, stderr)
+			return RunProcess(pollableStdin(), status, stderr)
 		}
 	}
 	// Every simulated process binds and reaches libzmq sockets: without libzmq the node cannot

@@ -1,0 +1,98 @@
+package simnode_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// A simulated process waits for its parent's control lines and for its own children's exits in
+// the Go runtime's poller, never in a blocking read(2) of its stdin or a waitid(2): either holds an
+// OS thread for the whole life of the process, and a 64-node run has 608 of them on two cores
+// (simnode/sysproc_linux.go). Every thread of every process of a running wide-TP replica is
+// looked at where it is blocked, in /proc/PID/task/TID/syscall.
+func TestProcessesWaitForControlAndChildrenWithoutAThread(t *testing.T) {
+	o := deployment{profile: "main", model: moe, gpus: 2, hosts: wideTP(true, true)}.run(t)
+	looked, parents := 0, 0
+	for name, n := range o.nodes {
+		for _, pid := range descendants(t, n.cmd.Process.Pid) {
+			looked++
+			if len(descendants(t, pid)) > 0 {
+				parents++
+			}
+			tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, task := range tasks {
+				b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "syscall"))
+				if err != nil {
+					continue // the thread ended
+				}
+				f := strings.Fields(string(b))
+				if len(f) < 2 {
+					continue // running, not in a system call
+				}
+				nr, _ := strconv.Atoi(f[0])
+				switch {
+				case nr == syscall.SYS_WAITID:
+					t.Errorf("host %s: process %d has thread %s blocked in waitid(2)", name, pid, task.Name())
+				case nr == syscall.SYS_READ && f[1] == "0x0":
+					t.Errorf("host %s: process %d has thread %s blocked reading its stdin", name, pid, task.Name())
+				}
+			}
+		}
+	}
+	// Every process of the replica was looked at, parents among them: the head's API server, its
+	// engine core and the follower's launcher have children.
+	if want := len(o.predicted); looked < want || parents < 3 {
+		t.Errorf("looked at %d processes (%d with children), want the %d the model starts, 3 with children", looked, parents, want)
+	}
+	for name, n := range o.nodes {
+		if code := n.stop(); code != 0 {
+			t.Errorf("node %s exit %d after SIGTERM", name, code)
+		}
+	}
+}
+
+// descendants are the processes below pid, from /proc/*/stat.
+func descendants(t *testing.T, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so fields count from the last ')'.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		children[ppid] = append(children[ppid], p)
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
