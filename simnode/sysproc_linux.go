@@ -4,9 +4,14 @@ import (
 	"errors"
 	"os"
 	"syscall"
-	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
+// sysProcAttr makes a child die with its parent (Pdeathsig: no simulated process outlives the
+// process that started it, hence none outlives its supervisor) and, for a supervisor's children,
+// lead a process group of its own, so that the supervisor can signal one command's whole tree and
+// a terminal's Ctrl-C reaches the supervisor alone, which then tears down in order.
 func sysProcAttr(setpgid bool) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: setpgid}
 }
@@ -23,24 +28,17 @@ func pollableStdin() *os.File {
 	return os.NewFile(0, "control")
 }
 
-// Linux's pidfd_open(2) and waitid(2) idtype P_PIDFD.
-const (
-	sysPidfdOpen  = 434
-	pidfdNonblock = syscall.O_NONBLOCK
-	pPIDFD        = 3
-)
-
 // waitExited returns once the child pid has exited, without reaping it (the caller's
 // exec.Cmd.Wait does that, at once): it waits on a pidfd of its own in the runtime's poller, where
 // a Wait would keep an OS thread in waitid(2) for as long as the child lives — a thread per child
-// of every parent. errNoPidfd says the kernel cannot (pidfd_open is Linux 5.3, PIDFD_NONBLOCK 5.10):
-// the caller then just waits.
+// of every parent. errNoPidfd says the kernel cannot (pidfd_open is Linux 5.3, PIDFD_NONBLOCK 5.10,
+// and a seccomp profile may refuse it): the caller then just waits.
 func waitExited(pid int) error {
-	fd, _, e := syscall.Syscall(sysPidfdOpen, uintptr(pid), pidfdNonblock, 0)
-	if e != 0 {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
 		return errNoPidfd
 	}
-	f := os.NewFile(fd, "pidfd")
+	f := os.NewFile(uintptr(fd), "pidfd")
 	defer f.Close()
 	rc, err := f.SyscallConn()
 	if err != nil {
@@ -48,24 +46,20 @@ func waitExited(pid int) error {
 	}
 	var werr error
 	err = rc.Read(func(fd uintptr) bool {
-		// siginfo_t: si_pid is the int32 at byte 16 on 64-bit Linux; waitid leaves it 0 while the
-		// child runs (WNOHANG), and WNOWAIT leaves an exited child to be reaped.
-		var info [128]byte
-		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPIDFD, fd, uintptr(unsafe.Pointer(&info[0])),
-			syscall.WEXITED|syscall.WNOHANG|syscall.WNOWAIT, 0, 0)
+		// WNOHANG: a child still running leaves si_signo 0; WNOWAIT leaves an exited child to be
+		// reaped by Wait.
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
 		switch {
-		case e == syscall.EINTR || e == syscall.EAGAIN:
+		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
 			return false
-		case e != 0:
-			werr = e
+		case err != nil:
+			werr = err
 			return true
 		}
-		return *(*int32)(unsafe.Pointer(&info[16])) != 0
+		return info.Signo != 0
 	})
-	if err != nil {
-		return errNoPidfd
-	}
-	if werr != nil {
+	if err != nil || werr != nil {
 		return errNoPidfd
 	}
 	return nil
