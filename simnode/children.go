@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/widetp/widetp/internal/childexit"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/vllm"
 )
@@ -142,8 +143,8 @@ func (f *family) start(plan *vllm.ProcessPlan) (*child, error) {
 		f.read(c, statusR)
 	}()
 	go func() {
-		// The exit is awaited in the poller; the Wait after it only reaps (waitExited).
-		waitExited(c.cmd.Process.Pid)
+		// The exit is awaited in the poller (childexit); the Wait after it only reaps.
+		childexit.Wait(c.cmd.Process.Pid)
 		c.cmd.Wait()
 		c.state = c.cmd.ProcessState
 		t := time.NewTimer(drainBound)

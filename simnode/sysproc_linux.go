@@ -1,11 +1,8 @@
 package simnode
 
 import (
-	"errors"
 	"os"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
 // sysProcAttr makes a child die with its parent (Pdeathsig: no simulated process outlives the
@@ -27,42 +24,3 @@ func pollableStdin() *os.File {
 	}
 	return os.NewFile(0, "control")
 }
-
-// waitExited returns once the child pid has exited, without reaping it (the caller's
-// exec.Cmd.Wait does that, at once): it waits on a pidfd of its own in the runtime's poller, where
-// a Wait would keep an OS thread in waitid(2) for as long as the child lives — a thread per child
-// of every parent. errNoPidfd says the kernel cannot (pidfd_open is Linux 5.3, PIDFD_NONBLOCK 5.10,
-// and a seccomp profile may refuse it): the caller then just waits.
-func waitExited(pid int) error {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return errNoPidfd
-	}
-	f := os.NewFile(uintptr(fd), "pidfd")
-	defer f.Close()
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return errNoPidfd
-	}
-	var werr error
-	err = rc.Read(func(fd uintptr) bool {
-		// WNOHANG: a child still running leaves si_signo 0; WNOWAIT leaves an exited child to be
-		// reaped by Wait.
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-		switch {
-		case errors.Is(err, unix.EINTR) || errors.Is(err, unix.EAGAIN):
-			return false
-		case err != nil:
-			werr = err
-			return true
-		}
-		return info.Signo != 0
-	})
-	if err != nil || werr != nil {
-		return errNoPidfd
-	}
-	return nil
-}
-
-var errNoPidfd = errors.New("no pidfd to wait on")

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/widetp/widetp/internal/childexit"
 	"github.com/widetp/widetp/internal/runtimes"
 )
 
@@ -225,7 +226,7 @@ func (in *localInstance) copyOutput(log io.Writer, re *regexp.Regexp) {
 // end with its init), reaps it, waits for its output, and records how it ended.
 func (in *localInstance) watch(h *localHost) {
 	var errs []error
-	if err := waitExited(in.pid); err != nil && !errors.Is(err, unix.ECHILD) {
+	if err := childexit.Wait(in.pid); err != nil && !errors.Is(err, unix.ECHILD) {
 		errs = append(errs, fmt.Errorf("wait for pid %d: %w", in.pid, err))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), teardownBound)

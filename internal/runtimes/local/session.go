@@ -28,7 +28,7 @@ import (
 //
 // A session id is the leader's pid, which the kernel does not hand out again while any process
 // still uses it as its pid, process group or session. The runtime reaps a leader only after its
-// session is empty (waitExited looks without reaping), so a session id it signals is always its own.
+// session is empty (childexit.Wait looks without reaping), so a session id it signals is always its own.
 
 // procStat is what /proc/<pid>/stat says about a process (proc(5)).
 type procStat struct {
@@ -219,18 +219,6 @@ func freezeSession(ctx context.Context, sid int) error {
 		}
 		if err := pollWait(ctx, &d); err != nil {
 			return fmt.Errorf("freeze session %d: not stopped: %s: %w", sid, strings.Join(running, ", "), err)
-		}
-	}
-}
-
-// waitExited blocks until process pid (a child) has exited, without reaping it: while it is a
-// zombie its pid, and so its session id, cannot be handed out again.
-func waitExited(pid int) error {
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return err
 		}
 	}
 }
