@@ -4,6 +4,7 @@ package childexit
 
 import (
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,14 +20,7 @@ import (
 // reads the child's own exit status, for a child that exits while Wait waits and for one that had
 // exited before.
 func TestWaitLeavesTheExitToBeReaped(t *testing.T) {
-	cmd := exec.Command("/bin/sh", "-c", "read x; exit 3")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin := startReading(t, "read x; exit 3")
 	done := make(chan error, 1)
 	go func() { done <- Wait(cmd.Process.Pid) }()
 	select {
@@ -64,17 +58,10 @@ func TestWaitLeavesTheExitToBeReaped(t *testing.T) {
 // in /proc/self/task/TID/syscall, again and again, until the children are let go.
 func TestWaitHoldsNoThreadInWaitid(t *testing.T) {
 	var cmds []*exec.Cmd
-	var inputs []interface{ Close() error }
+	var inputs []io.Closer
 	done := make(chan error, 16)
 	for range 16 {
-		cmd := exec.Command("/bin/sh", "-c", "read x")
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, in := startReading(t, "read x")
 		cmds, inputs = append(cmds, cmd), append(inputs, in)
 		go func() { done <- Wait(cmd.Process.Pid) }()
 	}
@@ -100,4 +87,19 @@ func TestWaitHoldsNoThreadInWaitid(t *testing.T) {
 		}
 		cmds[i].Wait()
 	}
+}
+
+// startReading starts a shell running script, which reads a line from the returned stdin first:
+// the child lives until the test closes it.
+func startReading(t *testing.T, script string) (*exec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdin
 }
