@@ -19,6 +19,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/internal/procfs"
 )
 
 // Nothing a run made outlives it: not after the suite's own runs, not after a `widetp run` that is
@@ -280,21 +281,8 @@ func ours(o harness.Owner) bool {
 	if o.PID == os.Getpid() {
 		return true
 	}
-	ppid, err := parentOf(o.PID)
-	return err == nil && (ppid == os.Getppid() || ppid == os.Getpid())
-}
-
-func parentOf(pid int) (int, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 {
-		return 0, fmt.Errorf("stat of %d: too short", pid)
-	}
-	return strconv.Atoi(f[1])
+	st, err := procfs.Read(o.PID)
+	return err == nil && (st.PPID == os.Getppid() || st.PPID == os.Getpid())
 }
 
 // suiteLeftovers lists every container or network labelled io.widetp.run whose owner is this

@@ -21,6 +21,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/widetp/widetp/harness"
+	"github.com/widetp/widetp/internal/procfs"
 )
 
 // The local runtime passes the conformance specs; whatever a run started must be gone after
@@ -56,42 +57,30 @@ func localLeftovers(ctx context.Context, rt harness.Runtime) func(context.Contex
 	}
 }
 
-// procID is a process across pid reuse: its pid and start time (/proc/<pid>/stat field 22).
+// procID is a process across pid reuse: its pid and start time (procfs.Stat.Start).
 type procID struct {
 	pid   int
-	start string
+	start uint64
 }
 
-func (p procID) String() string { return fmt.Sprintf("%d (started at tick %s)", p.pid, p.start) }
-
-// procStat reads a process's state letter, parent and start time; ok is false when it is gone.
-func procStat(pid int) (state byte, ppid int, start string, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, 0, "", false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	ppid, _ = strconv.Atoi(f[1])
-	return f[0][0], ppid, f[19], true
-}
+func (p procID) String() string { return fmt.Sprintf("%d (started at tick %d)", p.pid, p.start) }
 
 func newProcID(pid int) procID {
-	_, _, start, ok := procStat(pid)
-	Expect(ok).To(BeTrue(), "process %d is gone already", pid)
-	return procID{pid: pid, start: start}
+	st, err := procfs.Read(pid)
+	Expect(err).NotTo(HaveOccurred(), "process %d is gone already", pid)
+	return procID{pid: pid, start: st.Start}
 }
 
 // running reports whether the process still runs (or is stopped). A zombie holds nothing but its
 // pid; one whose parent is this process (a child subreaper) is reaped here, so that specs leave
 // no zombies.
 func (p procID) running() bool {
-	state, ppid, start, ok := procStat(p.pid)
-	if !ok || start != p.start {
+	st, err := procfs.Read(p.pid)
+	if err != nil || st.Start != p.start {
 		return false
 	}
-	if state == 'Z' || state == 'X' {
-		if ppid == os.Getpid() {
+	if !st.Live() {
+		if st.PPID == os.Getpid() {
 			var ws syscall.WaitStatus
 			_, _ = syscall.Wait4(p.pid, &ws, syscall.WNOHANG, nil)
 		}
@@ -113,8 +102,8 @@ func processesOf(ctx context.Context, rt harness.Runtime, host string) []procID 
 	var out []procID
 	for _, p := range inspectLocal(ctx, rt, host).Processes {
 		if p.State != "Z" {
-			if _, _, start, ok := procStat(p.Pid); ok {
-				out = append(out, procID{pid: p.Pid, start: start})
+			if st, err := procfs.Read(p.Pid); err == nil {
+				out = append(out, procID{pid: p.Pid, start: st.Start})
 			}
 		}
 	}
@@ -280,8 +269,8 @@ var _ = Describe("the local runtime", Label("local"), func() {
 		Eventually(func() string { return stateOf(ctx, l, "a").Status }).WithContext(ctx).WithTimeout(15 * time.Second).Should(Equal("exited"))
 		// The host is "exited" only once its session is empty: no wait is needed here.
 		Expect(orphan.running()).To(BeFalse(), "the orphan %s outlived its host's program", orphan)
-		_, _, _, present := procStat(pid)
-		Expect(present).To(BeFalse(), "the orphan was re-parented to the harness and reaped, not left a zombie")
+		_, err := procfs.Read(pid)
+		Expect(err).To(MatchError(os.ErrNotExist), "the orphan was re-parented to the harness and reaped, not left a zombie")
 	}, SpecTimeout(2*time.Minute))
 
 	It("kills every process of every host at Close, even one that ignores SIGTERM and would outlive its parent", func(ctx SpecContext) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/widetp/widetp/internal/procfs"
 )
 
 // A simulated process waits for its parent's control lines and for its own children's exits in
@@ -58,31 +60,16 @@ func TestProcessesWaitForControlAndChildrenWithoutAThread(t *testing.T) {
 	}
 }
 
-// descendants are the processes below pid, from /proc/*/stat.
+// descendants are the processes below pid (procfs.All).
 func descendants(t *testing.T, pid int) []int {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	procs, err := procfs.All()
 	if err != nil {
 		t.Fatal(err)
 	}
 	children := map[int][]int{}
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so fields count from the last ')'.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], p)
+	for _, p := range procs {
+		children[p.PPID] = append(children[p.PPID], p.PID)
 	}
 	var out []int
 	queue := []int{pid}

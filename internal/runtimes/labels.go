@@ -5,6 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/widetp/widetp/internal/procfs"
 )
 
 // Labels every Docker resource the harness makes carries (README, "Runtimes"). They are
@@ -70,33 +72,14 @@ func CurrentOwner() (Owner, error) {
 	return Owner{Machine: machine, PID: pid, Start: start}, nil
 }
 
-// processStart reads a process's start time from procfs.
+// ProcessStart is a process's start time (procfs.Stat.Start): with its pid, it names the process
+// across pid reuse.
 func ProcessStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := procfs.Read(pid)
 	if err != nil {
 		return 0, err
 	}
-	return parseStatStart(string(b))
-}
-
-// parseStatStart extracts field 22 (starttime) of a /proc/<pid>/stat line (proc(5)). Field 2, the
-// command name, is in parentheses and may itself hold spaces and ')', so fields are counted from
-// the last ')'.
-func parseStatStart(stat string) (uint64, error) {
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc stat %q: no ')' after the command name", Truncate(stat, 80))
-	}
-	// After ") " come fields 3, 4, ...; starttime is field 22, the 20th of them.
-	f := strings.Fields(stat[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("parse /proc stat: %d fields after the command name, want at least 20", len(f))
-	}
-	v, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("parse /proc stat: start time %q: %w", f[19], err)
-	}
-	return v, nil
+	return st.Start, nil
 }
 
 // Alive reports whether o's process still runs. An owner on another machine is taken as alive: its

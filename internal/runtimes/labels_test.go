@@ -50,34 +50,6 @@ func TestOwnerLabelRoundTrips(t *testing.T) {
 	})
 }
 
-// Rows follow proc(5): field 2 is the command in parentheses, field 22 the start time.
-func TestParseStatStart(t *testing.T) {
-	tests := []struct {
-		name    string
-		stat    string
-		want    uint64
-		wantErr string
-	}{
-		{name: "plain", stat: "10792 (cat) R 10781 10781 8403 0 -1 4194304 99 0 0 0 0 0 0 0 20 0 1 0 56828 3133440 381 18446744073709551615", want: 56828},
-		{name: "command with spaces and parentheses", stat: "42 (a) b (c) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0", want: 777},
-		{name: "truncated", stat: "42 (x) S 1 1", wantErr: "want at least 20"},
-		{name: "no command", stat: "garbage", wantErr: "no ')'"},
-		{name: "bad number", stat: "1 (x) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 notanumber 0", wantErr: "start time"},
-	}
-	for _, tt := range tests {
-		got, err := parseStatStart(tt.stat)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%s: error = %v, want one containing %q", tt.name, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("%s: = %d, %v; want %d", tt.name, got, err, tt.want)
-		}
-	}
-}
-
 func TestCurrentOwnerIsAliveAndAPastOneIsNot(t *testing.T) {
 	me, err := CurrentOwner()
 	if err != nil {

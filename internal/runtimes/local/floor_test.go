@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/widetp/widetp/internal/procfs"
 	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/internal/testbin"
 )
@@ -71,21 +73,20 @@ func TestHeldFloorRefusesAHostThatIsNotIdle(t *testing.T) {
 func idleProcesses(t *testing.T, runID string) []string {
 	t.Helper()
 	tag := []byte(runtimes.EnvRun + "=" + runID + "\x00")
-	entries, err := os.ReadDir("/proc")
+	procs, err := procfs.All()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out []string
-	for _, e := range entries {
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+	for _, p := range procs {
+		if !p.Live() {
+			continue // a zombie its parent has not waited for yet
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
 		if err != nil || !bytes.Contains(env, tag) {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil || bytes.Contains(stat, []byte(") Z ")) {
-			continue // gone, or a zombie its parent has not waited for yet
-		}
-		out = append(out, e.Name())
+		out = append(out, strconv.Itoa(p.PID))
 	}
 	return out
 }

@@ -14,40 +14,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/widetp/widetp/internal/procfs"
 	"github.com/widetp/widetp/internal/runtimes"
 )
-
-func TestParseProcStat(t *testing.T) {
-	tests := []struct {
-		name, line string
-		want       procStat
-		wantErr    string
-	}{
-		// proc(5): pid (comm) state ppid pgrp session tty_nr ...
-		{name: "plain", line: "4242 (simnode) S 4200 4242 4242 0 -1 4194560 130 0 0 0",
-			want: procStat{PID: 4242, PPID: 4200, PGID: 4242, SID: 4242, State: 'S', Comm: "simnode"}},
-		{name: "command with spaces and parentheses", line: "77 (a) b (c)) T 1 70 60 0 -1",
-			want: procStat{PID: 77, PPID: 1, PGID: 70, SID: 60, State: 'T', Comm: "a) b (c)"}},
-		{name: "zombie", line: "9 (hostprobe) Z 1 9 9 0 -1 0",
-			want: procStat{PID: 9, PPID: 1, PGID: 9, SID: 9, State: 'Z', Comm: "hostprobe"}},
-		{name: "no command", line: "12 S 1 2 3", wantErr: "no (command name)"},
-		{name: "bad pid", line: "x (a) S 1 2 3", wantErr: "pid"},
-		{name: "cut short", line: "12 (a) S 1 2", wantErr: "want state, ppid, pgrp and session"},
-		{name: "bad session", line: "12 (a) S 1 2 three", wantErr: "field 6"},
-	}
-	for _, tt := range tests {
-		got, err := parseProcStat(tt.line)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("%s: error %v, want one containing %q", tt.name, err, tt.wantErr)
-			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("%s: got %+v, %v; want %+v", tt.name, got, err, tt.want)
-		}
-	}
-}
 
 func TestOwnProcessInItsSession(t *testing.T) {
 	sid, err := unix.Getsid(0)
@@ -60,7 +29,7 @@ func TestOwnProcessInItsSession(t *testing.T) {
 	}
 	for _, p := range procs {
 		if p.PID == os.Getpid() {
-			if p.SID != sid || !p.live() {
+			if p.SID != sid || !p.Live() {
 				t.Errorf("this process as listed: %+v", p)
 			}
 			return
@@ -320,10 +289,8 @@ func TestSweepEndsWhatADeadRunLeft(t *testing.T) {
 		t.Errorf("a run whose leftovers are unknown was removed: %v", err)
 	}
 	// The sweep returned once the leftover was dead; as this process's child it was reaped too.
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", left.Process.Pid)); err == nil {
-		if st, err := parseProcStat(string(b)); err == nil && st.live() {
-			t.Errorf("the leftover still runs: %+v", st)
-		}
+	if st, err := procfs.Read(left.Process.Pid); err == nil && st.Live() {
+		t.Errorf("the leftover still runs: %+v", st)
 	}
 	if err := bystander.Process.Signal(syscall.Signal(0)); err != nil {
 		t.Errorf("the bystander was killed: %v", err)

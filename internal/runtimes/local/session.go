@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/procfs"
 )
 
 // A local host is a session. Its program starts as the leader of a new session (Setsid), so its
@@ -30,79 +30,21 @@ import (
 // still uses it as its pid, process group or session. The runtime reaps a leader only after its
 // session is empty (childexit.Wait looks without reaping), so a session id it signals is always its own.
 
-// procStat is what /proc/<pid>/stat says about a process (proc(5)).
-type procStat struct {
-	PID, PPID, PGID, SID int
-	// State is proc(5)'s letter: R running, S sleeping, D disk sleep, T stopped, t tracing stop,
-	// Z zombie, X dead.
-	State byte
-	Comm  string
-}
-
-// parseProcStat reads a /proc/<pid>/stat line. Field 2, the command name, is in parentheses and
-// may itself hold spaces and ')', so the fields after it are counted from the last ')'.
-func parseProcStat(s string) (procStat, error) {
-	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || end < open {
-		return procStat{}, fmt.Errorf("parse /proc stat %q: no (command name)", runtimes.Truncate(s, 80))
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(s[:open]))
-	if err != nil {
-		return procStat{}, fmt.Errorf("parse /proc stat %q: pid: %w", runtimes.Truncate(s, 80), err)
-	}
-	// After ") " come state (field 3), ppid, pgrp and session (6).
-	f := strings.Fields(s[end+1:])
-	if len(f) < 4 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("parse /proc stat %q: want state, ppid, pgrp and session after the command name", runtimes.Truncate(s, 80))
-	}
-	st := procStat{PID: pid, State: f[0][0], Comm: s[open+1 : end]}
-	for i, p := range []*int{&st.PPID, &st.PGID, &st.SID} {
-		if *p, err = strconv.Atoi(f[i+1]); err != nil {
-			return procStat{}, fmt.Errorf("parse /proc stat %q: field %d: %w", runtimes.Truncate(s, 80), i+4, err)
-		}
-	}
-	return st, nil
-}
-
-// live reports whether the process still runs (or is stopped): a zombie or dead entry only waits
-// to be reaped and holds nothing but its pid.
-func (p procStat) live() bool { return p.State != 'Z' && p.State != 'X' }
-
-func (p procStat) stopped() bool { return p.State == 'T' || p.State == 't' }
-
-func (p procStat) String() string { return fmt.Sprintf("%d (%s, state %c)", p.PID, p.Comm, p.State) }
-
 // sessionProcs lists the processes of session sid, zombies included. A process that ends during
 // the scan is left out: the listing is a snapshot of a live table.
-func sessionProcs(sid int) ([]procStat, error) {
+func sessionProcs(sid int) ([]procfs.Stat, error) {
 	return sessionsProcs(map[int]bool{sid: true})
 }
 
 // sessionsProcs lists the processes of every session in sids with one scan of /proc (a scan costs
 // a few microseconds per process of the machine: one per host of a large run adds up).
-func sessionsProcs(sids map[int]bool) ([]procStat, error) {
-	d, err := os.Open("/proc")
+func sessionsProcs(sids map[int]bool) ([]procfs.Stat, error) {
+	all, err := procfs.All()
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return nil, err
 	}
-	names, err := d.Readdirnames(-1)
-	d.Close()
-	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
-	}
-	var out []procStat
-	for _, n := range names {
-		if n[0] < '0' || n[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + n + "/stat")
-		if err != nil {
-			continue
-		}
-		st, err := parseProcStat(string(b))
-		if err != nil {
-			continue
-		}
+	var out []procfs.Stat
+	for _, st := range all {
 		if sids[st.SID] {
 			out = append(out, st)
 		}
@@ -114,19 +56,19 @@ func sessionsProcs(sids map[int]bool) ([]procStat, error) {
 // returns the session's processes as they were just before. A group signal reaches every member
 // at once, including one forked while the signal is sent (fork(2) restarts when a group signal
 // arrives during it), so a tree cannot outrun it within one group.
-func signalSession(sid int, sig syscall.Signal) ([]procStat, error) {
+func signalSession(sid int, sig syscall.Signal) ([]procfs.Stat, error) {
 	return signalSessions(map[int]bool{sid: true}, sig)
 }
 
 // signalSessions is signalSession for several sessions, with one scan.
-func signalSessions(sids map[int]bool, sig syscall.Signal) ([]procStat, error) {
+func signalSessions(sids map[int]bool, sig syscall.Signal) ([]procfs.Stat, error) {
 	procs, err := sessionsProcs(sids)
 	if err != nil {
 		return nil, err
 	}
 	groups := map[int]bool{}
 	for _, p := range procs {
-		if p.live() {
+		if p.Live() {
 			groups[p.PGID] = true
 		}
 	}
@@ -180,7 +122,7 @@ func endSessions(ctx context.Context, sids map[int]bool, leader int) error {
 		var live []string
 		for _, p := range procs {
 			switch {
-			case p.live():
+			case p.Live():
 				live = append(live, p.String())
 			case p.PPID == self && p.PID != leader:
 				// Ours since its parent died: only this process can reap it, and it is in no
@@ -210,7 +152,7 @@ func freezeSession(ctx context.Context, sid int) error {
 		}
 		var running []string
 		for _, p := range procs {
-			if p.live() && !p.stopped() {
+			if p.Live() && !p.Stopped() {
 				running = append(running, p.String())
 			}
 		}
