@@ -325,3 +325,41 @@ func TestLocalAddrsListsLoopback(t *testing.T) {
 		t.Fatalf("localAddrs() = %v, want 127.0.0.1 among them", addrs)
 	}
 }
+
+// A run's network that the engine refuses to remove for "active endpoints" with no container
+// attached (moby/moby#42119) is explained, with what to do; one that still has a container is
+// the engine's plain refusal; one that is gone already is no error.
+func TestRemoveNetworkExplainsAStaleEndpoint(t *testing.T) {
+	e := engineOnSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		net := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+		switch {
+		case r.URL.Path == "/_ping":
+			w.Header().Set("Api-Version", "1.41")
+		case r.Method == http.MethodDelete && net == "gone":
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"message":"network gone not found"}`))
+		case r.Method == http.MethodDelete:
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"message":"error while removing network: network ` + net + ` has active endpoints"}`))
+		case r.Method == http.MethodGet && net == "stale":
+			_, _ = w.Write([]byte(`{"Id":"stale","Name":"stale","Containers":{}}`))
+		case r.Method == http.MethodGet && net == "busy":
+			_, _ = w.Write([]byte(`{"Id":"busy","Name":"busy","Containers":{"c1":{"Name":"h0"}}}`))
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := removeNetwork(ctx, e, "gone", "widetp-gone"); err != nil {
+		t.Errorf("a network that is gone: %v", err)
+	}
+	err := removeNetwork(ctx, e, "stale", "widetp-stale")
+	if !errors.Is(err, errStaleEndpoints) || !strings.Contains(err.Error(), "widetp-stale") || !strings.Contains(err.Error(), "restart the Docker daemon") {
+		t.Errorf("a network with a stale endpoint: %v", err)
+	}
+	err = removeNetwork(ctx, e, "busy", "widetp-busy")
+	if err == nil || errors.Is(err, errStaleEndpoints) || !strings.Contains(err.Error(), "widetp-busy") || !strings.Contains(err.Error(), "active endpoints") {
+		t.Errorf("a network with a container still attached: %v", err)
+	}
+}

@@ -880,8 +880,8 @@ func (d *Docker) Close(ctx context.Context) error {
 		errs = append(errs, d.cuts.Close(ctx))
 	}
 	if d.netID != "" && remaining == 0 {
-		if err := d.api.NetworkRemove(ctx, d.netID); err != nil && !isNotFound(err) {
-			errs = append(errs, fmt.Errorf("remove network %s: %w", d.netName, err))
+		if err := removeNetwork(ctx, d.api, d.netID, d.netName); err != nil {
+			errs = append(errs, err)
 		} else {
 			d.netID = ""
 		}

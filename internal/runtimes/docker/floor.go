@@ -63,6 +63,7 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 	var ids []string
 	ids = make([]string, n)
 	var netID string
+	netName := "widetp-" + cfg.RunID
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.OpTimeout)
 		defer cancel()
@@ -76,13 +77,12 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 			err = errors.Join(err, cerr)
 		}
 		if netID != "" {
-			if cerr := cli.NetworkRemove(cctx, netID); cerr != nil && !isNotFound(cerr) {
-				err = errors.Join(err, cerr)
+			if cerr := removeNetwork(cctx, cli, netID, netName); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("floor: %w", cerr))
 			}
 		}
 	}()
 	start := time.Now()
-	netName := "widetp-" + cfg.RunID
 	netID, err = cli.NetworkCreate(ctx, netName, labels)
 	if err != nil {
 		return 0, fmt.Errorf("floor: create network: %w", err)
@@ -161,8 +161,11 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 			return 0, err
 		}
 	}
-	if err := cli.NetworkRemove(ctx, netID); err != nil {
-		return 0, fmt.Errorf("floor: remove network: %w", err)
+	if err := removeNetwork(ctx, cli, netID, netName); err != nil {
+		if errors.Is(err, errStaleEndpoints) {
+			netID = "" // asking again gets the same answer
+		}
+		return 0, fmt.Errorf("floor: %w", err)
 	}
 	netID = ""
 	return time.Since(start), nil

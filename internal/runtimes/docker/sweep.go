@@ -47,7 +47,7 @@ func Clean(ctx context.Context, opts ...runtimes.Option) (Swept, error) {
 	}
 	s, err := removeLabelled(ctx, cli, func(map[string]string) bool { return true }, true)
 	if len(s.Stuck) > 0 {
-		err = errors.Join(err, fmt.Errorf("the engine will not remove network(s) %s: each holds an endpoint of a container that no longer exists; restarting the Docker daemon releases them", strings.Join(s.Stuck, ", ")))
+		err = errors.Join(err, fmt.Errorf("the engine will not remove network(s) %s: each holds an endpoint of a container that no longer exists (moby/moby#42119); restarting the Docker daemon releases them", strings.Join(s.Stuck, ", ")))
 	}
 	return s, err
 }
@@ -121,6 +121,27 @@ func staleEndpoints(ctx context.Context, api *engine, id string, err error) bool
 	}
 	ni, ierr := api.NetworkInspect(ctx, id)
 	return ierr == nil && len(ni.Containers) == 0
+}
+
+// errStaleEndpoints explains a network the engine will not remove although no container is
+// attached to it any more: it kept the endpoint of a removed container (moby/moby#42119, seen at 65
+// containers on Docker 20.10), and only a restart of the daemon (which then logs "Fixing
+// inconsistent endpoint_cnt") releases it.
+var errStaleEndpoints = errors.New("no container is attached to it: the engine kept the endpoint of a removed container (moby/moby#42119); restart the Docker daemon, then `widetp clean` removes the network")
+
+// removeNetwork removes a run's network once its containers are gone; a network that is gone
+// already is not an error, and one the engine keeps for a stale endpoint says so
+// (errStaleEndpoints) instead of only "has active endpoints".
+func removeNetwork(ctx context.Context, api *engine, id, name string) error {
+	err := api.NetworkRemove(ctx, id)
+	switch {
+	case err == nil || isNotFound(err):
+		return nil
+	case staleEndpoints(ctx, api, id, err):
+		return fmt.Errorf("remove network %s: %w; %w", name, err, errStaleEndpoints)
+	default:
+		return fmt.Errorf("remove network %s: %w", name, err)
+	}
 }
 
 // Labelled lists the containers, networks and images on the engine labelled with run runID (any
