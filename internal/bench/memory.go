@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/widetp/widetp/internal/nodeapi"
+	"github.com/widetp/widetp/internal/procfs"
 )
 
 // sampleEvery paces the memory sampler: often enough to see a run's peak (processes live for
@@ -53,21 +54,19 @@ func (s *sampler) stop() (float64, int) {
 }
 
 func sample(tag []byte) (float64, int) {
-	entries, err := os.ReadDir("/proc")
+	pids, err := procfs.PIDs()
 	if err != nil {
 		return 0, 0
 	}
 	var kb int64
 	n := 0
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+	for _, pid := range pids {
+		dir := "/proc/" + strconv.Itoa(pid)
+		env, err := os.ReadFile(dir + "/environ")
 		if err != nil || !bytes.Contains(append(env, 0), tag) {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/smaps_rollup")
+		b, err := os.ReadFile(dir + "/smaps_rollup")
 		if err != nil {
 			continue
 		}

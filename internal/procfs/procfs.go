@@ -72,9 +72,9 @@ func Read(pid int) (Stat, error) {
 	return Parse(string(b))
 }
 
-// All reads the stat of every process in /proc. A process that ends while it is read is left
-// out (as is an entry that does not parse, which proc(5)'s format rules out).
-func All() ([]Stat, error) {
+// PIDs lists the processes in /proc, as a snapshot of a live table: any of them may be gone by
+// the time it is read.
+func PIDs() ([]int, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
@@ -84,12 +84,24 @@ func All() ([]Stat, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list processes: %w", err)
 	}
-	out := make([]Stat, 0, len(names))
+	pids := make([]int, 0, len(names))
 	for _, n := range names {
-		pid, err := strconv.Atoi(n)
-		if err != nil {
-			continue
+		if pid, err := strconv.Atoi(n); err == nil {
+			pids = append(pids, pid)
 		}
+	}
+	return pids, nil
+}
+
+// All reads the stat of every process in /proc. A process that ends while it is read is left
+// out (as is an entry that does not parse, which proc(5)'s format rules out).
+func All() ([]Stat, error) {
+	pids, err := PIDs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Stat, 0, len(pids))
+	for _, pid := range pids {
 		if st, err := Read(pid); err == nil {
 			out = append(out, st)
 		}
