@@ -440,7 +440,11 @@ func (p *proc) startChildren(ctx context.Context) *pyError {
 
 func (p *proc) rendezvousConfig() rendezvous.Config {
 	rdv, _, _ := p.timeouts()
-	return rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver(), Forget: p.spec.Runtime.forget}
+	cfg := rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver(), Forget: p.spec.Runtime.forget}
+	if p.seq != nil {
+		cfg.Relay = seqRelay{c: p.seq, bound: p.waitBound()}
+	}
+	return cfg
 }
 
 // bindHandshakes is vllm.StageHandshakeBind: the process binds the rendezvous it serves with

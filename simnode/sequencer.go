@@ -56,8 +56,10 @@ type sequencer struct {
 	// addr orders the address binds and opens of each stage (addrseq.go).
 	addr        map[vllm.Stage]*stepSeq
 	addrGranted int
-	closed      bool
-	wg          sync.WaitGroup
+	// reach is the host's rendezvous relay, by address (reach.go).
+	reach  map[string]*reachWait
+	closed bool
+	wg     sync.WaitGroup
 	// changed is broadcast after every state change, for whoever waits on the state (await).
 	changed *sync.Cond
 }
@@ -70,8 +72,10 @@ type hsWaiter struct {
 
 // seqRequest and seqReply are the sequencer's line protocol.
 type seqRequest struct {
-	Op string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all, addr-turn, addr-bound
+	Op string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all, addr-turn, addr-bound, reach, reached, reach-quit
 	ID string `json:"id,omitempty"`
+	// Addr names the rendezvous address of reach, reached and reach-quit.
+	Addr string `json:"addr,omitempty"`
 	// Stage names the address stage of addr-turn and addr-bound.
 	Stage vllm.Stage `json:"stage,omitempty"`
 }
@@ -80,8 +84,12 @@ type seqReply struct {
 	Turn    int  `json:"turn,omitempty"`
 	Serving bool `json:"serving,omitempty"`
 	// HandshakesBound answers hs-all.
-	HandshakesBound bool   `json:"handshakes_bound,omitempty"`
-	Error           string `json:"error,omitempty"`
+	HandshakesBound bool `json:"handshakes_bound,omitempty"`
+	// Lead and Reached answer reach: keep trying the address yourself, or another process of the
+	// host just connected to it.
+	Lead    bool   `json:"lead,omitempty"`
+	Reached bool   `json:"reached,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 // newSequencer plans the binds of a node and listens at path.
@@ -90,6 +98,7 @@ func newSequencer(plan *vllm.NodePlan, path string) (*sequencer, error) {
 		isBind: map[string]bool{}, parent: map[string]string{}, hello: map[string]bool{},
 		dead: map[string]bool{}, bound: map[string]bool{}, turns: map[string]chan int{}, conns: map[net.Conn]bool{},
 		hsIsBind: map[string]bool{}, hsBound: map[string]bool{}, hsTurns: map[string]chan int{},
+		reach: map[string]*reachWait{},
 	}
 	s.changed = sync.NewCond(&s.mu)
 	type binder struct {
@@ -162,6 +171,7 @@ func (s *sequencer) serve(c net.Conn) {
 		delete(s.conns, c)
 		if id != "" {
 			s.dead[id] = true
+			s.quitAllReachLocked(id)
 			s.advanceLocked()
 		}
 		s.mu.Unlock()
@@ -246,6 +256,12 @@ func (s *sequencer) serve(c net.Conn) {
 				<-ch
 				reply(seqReply{Serving: true})
 			}()
+		case req.Op == "reach":
+			s.reachLocked(id, req.Addr, reply)
+		case req.Op == "reached":
+			s.reachedLocked(req.Addr)
+		case req.Op == "reach-quit":
+			s.quitReachLocked(id, req.Addr)
 		case req.Op == "exited":
 			if _, planned := s.parent[req.ID]; planned {
 				s.dead[req.ID] = true

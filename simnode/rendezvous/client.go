@@ -34,6 +34,9 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 	defer cancel()
 	var conn net.Conn
 	started := time.Now()
+	// lead: this member paces its own attempts (always without a Relay); otherwise it waits for the
+	// host's member that does.
+	lead := cfg.Relay == nil
 	for {
 		var err error
 		conn, err = dial(cctx, cfg, host, port)
@@ -43,11 +46,22 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 		if cfg.Forget != nil {
 			cfg.Forget(host, err)
 		}
+		if !lead {
+			l, werr := cfg.Relay.Wait(cctx, m.Address)
+			if werr == nil && !l {
+				continue // another member connected: rank 0 is up
+			}
+			// Leading now, or the relay is gone (or the time is up, which the pause sees).
+			lead = true
+		}
 		t := time.NewTimer(pace.Pause(time.Since(started), firstRetry, maxRetry))
 		select {
 		case <-t.C:
 		case <-cctx.Done():
 			t.Stop()
+			if cfg.Relay != nil {
+				cfg.Relay.Quit(m.Address)
+			}
 			if ctx.Err() != nil {
 				return Result{}, ctx.Err()
 			}
@@ -57,6 +71,9 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 				Missing: []string{rankName(0)},
 			}
 		}
+	}
+	if cfg.Relay != nil {
+		cfg.Relay.Reached(m.Address)
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })

@@ -104,6 +104,30 @@ type Config struct {
 	// Forget, when set, is told the host of a dial that failed and why: Resolve may have to ask
 	// again (the host may have come back at another address).
 	Forget func(host string, err error)
+	// Relay, when set, is shared by the members of one host: while rank 0 is not up, one of them
+	// keeps trying it and the others wait to hear that it answered. nil: every member tries on
+	// its own.
+	Relay Relay
+}
+
+// Relay lets the members of one host that wait for the same rank 0 take turns at trying it. Each
+// of vLLM's processes retries its own connect (torch's TCPStore client), but the simulation's
+// processes are many on two cores: the 511 workers of a 64-host wide-TP run that wait seconds for
+// rank 0's host to start its worker tried some 20,000 connects between them, a fifth of the
+// run's CPU. Shared per host, the attempts are as frequent and go through the same network (the
+// members of a host share its address and its partitions), but one member makes them. It changes
+// no outcome: a member that waits still gives up at its own time-out with torch's error, and one
+// that is woken connects, or fails and waits again, on its own.
+type Relay interface {
+	// Wait is called by a member whose connect failed. It returns once the member is to try again:
+	// lead true when it is now the one that keeps trying (no other member of the host is, or the
+	// one that was gave up), false when another member of the host has just connected (rank 0 is
+	// up). An error (ctx ended, the relay is gone) leaves the member trying on its own.
+	Wait(ctx context.Context, address string) (lead bool, err error)
+	// Reached tells the members waiting for address that a connect succeeded.
+	Reached(address string)
+	// Quit says this member stopped trying address without connecting: another one takes over.
+	Quit(address string)
 }
 
 func (c Config) validate() error {
