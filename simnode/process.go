@@ -544,9 +544,13 @@ func bindErrorText(address string, err error) string {
 func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 	cfg := p.rendezvousConfig()
 	for i, rp := range p.plan.Rendezvous {
-		m := rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id}
+		// A member reads back only the engine_id it adopts (below), if any.
+		m := rendezvous.Member{Kind: rp.Kind, Address: rp.Address, WorldSize: rp.WorldSize, Rank: rp.Rank, ID: p.id, Want: []int{}}
 		if rp.Kind == "workers" {
 			m.Value = p.snapshot().EngineID
+			if from := p.plan.EngineIDFromRank; from != nil {
+				m.Want = []int{*from}
+			}
 		}
 		if rp.Hello != nil {
 			m.Hello, _ = json.Marshal(rp.Hello) // a struct of ints and bools always marshals

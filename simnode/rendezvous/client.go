@@ -80,7 +80,7 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 	defer stop()
 
 	conn.SetDeadline(time.Now().Add(cfg.Timeout + verdictGrace))
-	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID, Value: m.Value, Hello: m.Hello}); err != nil {
+	if err := json.NewEncoder(conn).Encode(hello{Kind: m.Kind, WorldSize: m.WorldSize, Rank: m.Rank, ID: m.ID, Value: m.Value, Hello: m.Hello, Want: m.Want}); err != nil {
 		return Result{}, lostRank0(ctx, m, connectBy, cfg.Timeout+verdictGrace, err)
 	}
 	// Decoded as it arrives: a buffer of the bound up front would cost every member of a large

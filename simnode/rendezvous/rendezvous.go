@@ -31,6 +31,11 @@ type Member struct {
 	// Value is what this member brings to the barrier; every member leaves with every member's
 	// value (torch's store exchange: vLLM broadcasts the KV engine_id this way at worker init).
 	Value string
+	// Want, when set, names the ranks whose values this member leaves with, as a torch store
+	// client gets only the keys it reads; nil: every member's. A world of 512 workers that each
+	// read one rank's engine_id would otherwise take 511 answers of every value (some 25 KiB
+	// each) from rank 0.
+	Want []int
 	// Hello is what this member says about itself when it arrives (an engine core's HELLO on a
 	// front end's handshake), for rank 0's Screen; nil says nothing.
 	Hello []byte
@@ -174,6 +179,8 @@ type hello struct {
 	ID        string          `json:"id"`
 	Value     string          `json:"value,omitempty"`
 	Hello     json.RawMessage `json:"hello,omitempty"`
+	// Want is Member.Want: null asks for every value, [] for none.
+	Want []int `json:"want"`
 }
 
 type verdict struct {

@@ -109,6 +109,36 @@ func TestEveryMemberLeavesWithEveryValue(t *testing.T) {
 	}
 }
 
+// A member that names the values it reads (Member.Want) leaves with those alone, as a torch store
+// client gets only its keys; one that wants none leaves with none, and one that says nothing with
+// every value. Rank 0 keeps every value whatever the members want.
+func TestMembersLeaveWithTheValuesTheyWant(t *testing.T) {
+	addr := freeAddr(t)
+	wants := map[int][]int{0: {3}, 1: {0}, 2: {}, 3: nil}
+	var mu sync.Mutex
+	got := map[int]map[int]string{}
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Go(func() {
+			m := Member{Kind: "workers", Address: addr, WorldSize: 4, Rank: r, Value: fmt.Sprintf("engine-%d", r), Want: wants[r]}
+			res, err := Join(context.Background(), m, cfg(timeout))
+			if err != nil {
+				t.Errorf("rank %d: %v", r, err)
+			}
+			mu.Lock()
+			got[r] = res.Values
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	all := map[int]string{0: "engine-0", 1: "engine-1", 2: "engine-2", 3: "engine-3"}
+	for r, want := range map[int]map[int]string{0: all, 1: {0: "engine-0"}, 2: {}, 3: all} {
+		if fmt.Sprint(got[r]) != fmt.Sprint(want) {
+			t.Errorf("rank %d (want %v) left with %v, want %v", r, wants[r], got[r], want)
+		}
+	}
+}
+
 // A world spanning many DP replicas (world_size_across_dp: 512 workers of 32 TP-16 replicas in the
 // README's 64-node benchmark) answers every member with every member's value: the verdict is far
 // longer than a hello.

@@ -56,6 +56,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 
 	members := map[int]net.Conn{}
 	values := map[int]string{0: m.Value}
+	wants := map[int][]int{} // Member.Want of each member that named the values it reads
 	// screenings are rank 0's judgements of the members' hellos, kept for a refusal's answers.
 	screenings := map[int]Screening{}
 	late := ""
@@ -64,11 +65,12 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			c.Close()
 		}
 	}()
-	send := func(c net.Conn, v verdict) {
+	write := func(c net.Conn, line []byte) {
 		// A member that cannot be written to has gone; it learns nothing either way.
 		c.SetWriteDeadline(time.Now().Add(time.Second))
-		json.NewEncoder(c).Encode(v)
+		c.Write(line)
 	}
+	send := func(c net.Conn, v verdict) { write(c, encodeVerdict(v)) }
 	for len(members) < m.WorldSize-1 {
 		select {
 		case a := <-arrivals:
@@ -83,6 +85,11 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			}
 			members[a.hello.Rank] = a.conn
 			values[a.hello.Rank] = a.hello.Value
+			if a.hello.Want != nil {
+				wants[a.hello.Rank] = a.hello.Want
+			} else {
+				delete(wants, a.hello.Rank)
+			}
 			if m.Screen == nil || len(a.hello.Hello) == 0 {
 				continue
 			}
@@ -137,8 +144,25 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			return Result{}, &Error{Python: py, Missing: missing}
 		}
 	}
-	for _, c := range members {
-		send(c, verdict{OK: true, Values: values})
+	// Encoded once for every member that wants every value, and sent in arrival-independent order:
+	// the members are waiting all at once.
+	var all []byte
+	for r, c := range members {
+		want, ok := wants[r]
+		if !ok {
+			if all == nil {
+				all = encodeVerdict(verdict{OK: true, Values: values})
+			}
+			write(c, all)
+			continue
+		}
+		some := make(map[int]string, len(want))
+		for _, k := range want {
+			if v, ok := values[k]; ok {
+				some[k] = v
+			}
+		}
+		write(c, encodeVerdict(verdict{OK: true, Values: some}))
 	}
 	return Result{Values: values, Late: late}, nil
 }
@@ -215,4 +239,10 @@ func listenError(port string, err error) string {
 	}
 	return fmt.Sprintf("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: %s, useIpv6: 0, code: %d, name: %s, message: %v",
 		port, code, name, err)
+}
+
+// encodeVerdict is v as the line a member reads.
+func encodeVerdict(v verdict) []byte {
+	b, _ := json.Marshal(v) // bools, strings and a map of them always marshal
+	return append(b, '\n')
 }
