@@ -125,8 +125,8 @@ func Ping(ctx context.Context, timeout time.Duration) error { return docker.Ping
 // Clean removes everything labelled io.widetp.run on the Docker engine, images included.
 func Clean(ctx context.Context, opts ...Option) (Swept, error) { return docker.Clean(ctx, opts...) }
 
-// CleanPartitions removes the nftables table of every run's partitions on this machine, whoever
-// made it (the Docker and local runtimes remove their own on Close and sweep those of dead runs),
+// CleanPartitions removes every run's nftables tables on this machine (its partitions, and its
+// Docker network kept out of the connection tracker), whoever made them (the Docker and local runtimes remove their own on Close and sweep those of dead runs),
 // and returns how many it removed.
 func CleanPartitions(ctx context.Context) (int, error) {
 	o, err := runtimes.CurrentOwner()
@@ -147,8 +147,8 @@ type PartitionTable struct {
 	Owner Owner
 }
 
-// PartitionTables lists the nftables tables of every run's partitions on this machine (none
-// where nft is missing or may not be used).
+// PartitionTables lists every run's nftables tables on this machine, its partitions' and its
+// untracked network's (none where nft is missing or may not be used).
 func PartitionTables(ctx context.Context) ([]PartitionTable, error) {
 	o, err := runtimes.CurrentOwner()
 	if err != nil {

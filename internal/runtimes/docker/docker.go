@@ -41,6 +41,8 @@ type Docker struct {
 	// direct: the harness reaches the hosts' ports at their addresses on the run's network, which
 	// it shares a network namespace with (see bridgeIsLocal), so no port is published.
 	direct bool
+	// untracked keeps the connection tracker out of the hosts' traffic (untrack), or is nil.
+	untracked *netcut.Table
 
 	mu     sync.Mutex
 	nodes  map[string]*dockerNode
@@ -99,7 +101,7 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 			return nil, fmt.Errorf("sweep partitions of earlier runs: %w", err)
 		}
 		if n > 0 {
-			d.progressf("swept %d nftables table(s) of partitions left by dead runs", n)
+			d.progressf("swept %d nftables table(s) left by dead runs", n)
 		}
 		for _, n := range s.Stuck {
 			d.progressf("the engine will not remove network %s, left by a dead run: it holds an endpoint of a container that no longer exists (restarting the Docker daemon releases it)", n)
@@ -112,7 +114,39 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 	}
 	d.netID, d.netName = netID, d.NetworkName()
 	d.direct = !cfg.Publish && os.Getenv(EnvPublish) == "" && bridgeIsLocal(ctx, cli, netID, localAddrs)
+	if d.direct {
+		d.untrack(ctx)
+	}
 	return d, nil
+}
+
+// untrack keeps the kernel's connection tracker out of the traffic between the run's hosts
+// (netcut.Untrack: the engine reads the whole tracker table each time it detaches a container,
+// and a run's connections fill it), when this process may make nftables rules and shares the
+// bridge's kernel (direct). Without, a run works the same, its teardown is slower.
+func (d *Docker) untrack(ctx context.Context) {
+	if netcut.Available(ctx) != nil {
+		return
+	}
+	nw, err := d.api.NetworkInspect(ctx, d.netID)
+	if err != nil {
+		d.progressf("the kernel's connection tracker stays on the run's network: inspect it: %v", err)
+		return
+	}
+	for _, c := range nw.IPAM.Config {
+		subnet, serr := netip.ParsePrefix(c.Subnet)
+		gw, gerr := netip.ParseAddr(c.Gateway)
+		if serr != nil || gerr != nil || !subnet.Addr().Is4() || !subnet.Contains(gw) {
+			continue
+		}
+		t, err := netcut.Untrack(ctx, d.cfg.RunID, d.owner, subnet, gw)
+		if err != nil {
+			d.progressf("the kernel's connection tracker stays on the run's network: %v", err)
+			return
+		}
+		d.untracked = t
+		return
+	}
 }
 
 // EnvPublish, set to anything, makes every Docker run publish the store's ports on loopback
@@ -878,6 +912,9 @@ func (d *Docker) Close(ctx context.Context) error {
 	errs = append(errs, err)
 	if d.cuts != nil {
 		errs = append(errs, d.cuts.Close(ctx))
+	}
+	if d.untracked != nil {
+		errs = append(errs, d.untracked.Close(ctx))
 	}
 	if d.netID != "" && remaining == 0 {
 		if err := removeNetwork(ctx, d.api, d.netID, d.netName); err != nil {

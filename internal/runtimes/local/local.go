@@ -134,7 +134,7 @@ func New(ctx context.Context, opts ...runtimes.Option) (runtimes.Runtime, error)
 			return nil, fmt.Errorf("sweep partitions of earlier runs: %w", err)
 		}
 		if n > 0 {
-			l.progressf("swept %d nftables table(s) of partitions left by dead runs", n)
+			l.progressf("swept %d nftables table(s) left by dead runs", n)
 		}
 	}
 	if l.block, err = reserveBlock(cfg.RunID); err != nil {

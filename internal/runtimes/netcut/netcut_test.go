@@ -3,6 +3,7 @@ package netcut
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -90,15 +91,7 @@ func TestLoopbackPartitionCutsOnlyItsSides(t *testing.T) {
 	if err := tbl.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ls, err := List(ctx, owner.Machine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range ls {
-		if l.Name == tbl.Name() {
-			t.Errorf("table %s still there after Close", l.Name)
-		}
-	}
+	expectGone(t, owner.Machine, tbl)
 }
 
 // Sweep removes the tables of owners that are gone and keeps those of live ones.
@@ -146,5 +139,69 @@ func TestSweepRemovesOnlyDeadOwnersTables(t *testing.T) {
 	}
 	if !names[live.Name()] {
 		t.Errorf("the live owner's table %s was swept", live.Name())
+	}
+}
+
+// tracked connects from src to ln and reports whether the kernel tracks that connection (its
+// conntrack table, by addresses and ports: a closed connection's entry outlives it).
+func tracked(t *testing.T, src string, ln net.Listener) bool {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("%s -> %s: %v", src, ln.Addr(), err)
+	}
+	defer c.Close()
+	b, err := os.ReadFile("/proc/net/nf_conntrack")
+	if err != nil {
+		t.Skipf("the connection tracker's table is not readable here: %v", err)
+	}
+	from, to := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+	return strings.Contains(string(b), fmt.Sprintf("src=%s dst=%s sport=%d dport=%d ", from.IP, to.IP, from.Port, to.Port))
+}
+
+// Untrack keeps the tracker out of the connections between two addresses of its subnet, not out
+// of the gateway's, and Close ends it (TCP on loopback: tracked at output, as a container's
+// frames are at prerouting).
+func TestUntrackSparesTheSubnetOnly(t *testing.T) {
+	needNft(t)
+	ctx := context.Background()
+	owner, err := runtimes.CurrentOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, a, b := "127.78.0.1", "127.78.0.2", "127.78.0.3"
+	lb := listen(t, b)
+	tbl, err := Untrack(ctx, "nctest", owner, netip.MustParsePrefix("127.78.0.0/24"), netip.MustParseAddr(gw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tbl.Close(context.Background()) })
+	if tracked(t, a, lb) {
+		t.Errorf("a connection %s -> %s within the subnet was tracked", a, b)
+	}
+	if !tracked(t, gw, lb) {
+		t.Errorf("the gateway's connection %s -> %s was not tracked", gw, b)
+	}
+	if err := tbl.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !tracked(t, a, lb) {
+		t.Errorf("after Close, %s -> %s was not tracked", a, b)
+	}
+	expectGone(t, owner.Machine, tbl)
+}
+
+// expectGone fails t when tbl is still listed (after its Close).
+func expectGone(t *testing.T, machine string, tbl *Table) {
+	t.Helper()
+	ls, err := List(context.Background(), machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Name == tbl.Name() {
+			t.Errorf("table %s still there after Close", l.Name)
+		}
 	}
 }
