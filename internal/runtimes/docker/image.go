@@ -56,8 +56,9 @@ type imageFile struct {
 
 // imageContents lists what p's image holds: the program at its image path, the widetp binary (the
 // listing helper, `widetp ipcls`), and every file of both linkages (loader and libraries) at its
-// own absolute path (the kernel opens the loader by that path, and with no ld.so.cache the loader
-// searches the default directories ldd's paths come from), sorted by destination.
+// own absolute path (the kernel opens the loader by that path, and the loader finds the libraries
+// there through this machine's cache, withLoaderCache, or in its default directories, where ldd's
+// paths come from), sorted by destination.
 func imageContents(p runtimes.Program, prog, widetp string, linkages ...Linkage) []imageFile {
 	files := []imageFile{{src: prog, dst: p.BinaryPath()}}
 	seen := map[string]bool{p.BinaryPath(): true}
@@ -73,6 +74,33 @@ func imageContents(p runtimes.Program, prog, widetp string, linkages ...Linkage)
 			}
 		}
 	}
+	sort.Slice(files, func(i, j int) bool { return files[i].dst < files[j].dst })
+	return files
+}
+
+// ldCache is glibc's loader cache on this machine.
+const ldCache = "/etc/ld.so.cache"
+
+// withLoaderCache adds this machine's loader cache (path) to an image of dynamically linked files:
+// the libraries are at the paths the cache names, so the loader opens each at once. Without it,
+// every start of a process in the image first tried the loader's default directories and their
+// glibc-hwcaps subdirectories, some 25 failed lookups through the container's file system for the
+// binary's libraries, and as many again when it loads libzmq. A machine without the cache (or an
+// image of static binaries) builds the image without it: the loader then searches, as before.
+func withLoaderCache(files []imageFile, path string, ls ...Linkage) []imageFile {
+	dynamic := false
+	for _, l := range ls {
+		dynamic = dynamic || l.Loader != ""
+	}
+	if fi, err := os.Stat(path); !dynamic || err != nil || !fi.Mode().IsRegular() {
+		return files
+	}
+	for _, f := range files {
+		if f.dst == path {
+			return files
+		}
+	}
+	files = append(files, imageFile{src: path, dst: path})
 	sort.Slice(files, func(i, j int) bool { return files[i].dst < files[j].dst })
 	return files
 }
@@ -313,7 +341,7 @@ func (b *imageBuilder) build(ctx context.Context, p runtimes.Program) (Image, er
 		return Image{}, &runtimes.ImageBuildError{Image: p.Name, Step: "libzmq", Err: err}
 	}
 	ls = append(ls, zl)
-	files := imageContents(p, prog, b.widetp, ls...)
+	files := withLoaderCache(imageContents(p, prog, b.widetp, ls...), ldCache, ls...)
 	df := dockerfile(p)
 	hash, err := hashImage(df, files)
 	if err != nil {

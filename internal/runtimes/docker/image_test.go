@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -214,5 +215,39 @@ func TestImageRef(t *testing.T) {
 	}
 	if got, want := imageRef("widetp", h), "widetp:abababababababab"; got != want {
 		t.Fatalf("imageRef = %q, want %q", got, want)
+	}
+}
+
+// An image of dynamically linked files carries the loader cache at its path (once), so that the
+// loader opens the libraries without searching; an image of static binaries, or a machine without
+// the cache, goes without.
+func TestTheLoaderCacheGoesWithDynamicLinkage(t *testing.T) {
+	bin, widetp, l := fakeBuild(t)
+	cache := filepath.Join(t.TempDir(), "ld.so.cache")
+	if err := os.WriteFile(cache, []byte("glibc-ld.so.cache1.1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	has := func(files []imageFile) int {
+		n := 0
+		for _, f := range files {
+			if f.dst == cache {
+				n++
+			}
+		}
+		return n
+	}
+	files := withLoaderCache(imageContents(testProgram, bin, widetp, l), cache, l)
+	if has(files) != 1 || !slices.IsSortedFunc(files, func(a, b imageFile) int { return strings.Compare(a.dst, b.dst) }) {
+		t.Errorf("dynamic linkage: files = %v, want the cache %s once, sorted", files, cache)
+	}
+	if has(withLoaderCache(files, cache, l)) != 1 {
+		t.Error("the cache was added a second time")
+	}
+	static := Linkage{Static: true}
+	if has(withLoaderCache(imageContents(testProgram, bin, widetp, static), cache, static)) != 0 {
+		t.Error("an image of static binaries got the loader cache")
+	}
+	if got := withLoaderCache(imageContents(testProgram, bin, widetp, l), filepath.Join(t.TempDir(), "none"), l); len(got) != len(imageContents(testProgram, bin, widetp, l)) {
+		t.Errorf("a missing cache changed the image: %v", got)
 	}
 }
