@@ -101,6 +101,12 @@ func NewRuntime(ctx context.Context, name string, opts ...Option) (Runtime, erro
 	return local.New(ctx, opts...)
 }
 
+// ErrStaleNetwork is in the error of a run's or a floor's teardown when the engine would not
+// remove the network for an endpoint it kept of a removed container (moby/moby#42119): the
+// measurement is whole, the network stays until the daemon restarts. A Floor or Held that returns
+// it returns the time it measured too.
+var ErrStaleNetwork = runtimes.ErrStaleNetwork
+
 // Floor measures what starting n bare hosts costs the runtime called name, with no harness
 // around it (RuntimeKind.Floor): the bar `widetp bench` compares a run with.
 func Floor(ctx context.Context, name string, n int, opts ...Option) (time.Duration, error) {

@@ -175,11 +175,11 @@ func LiveRuntimes() int { return runtimes.LiveRuntimes() }
 func CloseAll(ctx context.Context) error { return runtimes.CloseAll(ctx) }
 
 // Infrastructure reports whether err is a failure of the machinery rather than of the scenario (no
-// engine, an image that does not build): the CLI's exit 3.
+// engine, an image that does not build, a network the engine kept): the CLI's exit 3.
 func Infrastructure(err error) bool {
 	var eu *EngineUnavailableError
 	var ib *ImageBuildError
-	return errors.As(err, &eu) || errors.As(err, &ib)
+	return errors.As(err, &eu) || errors.As(err, &ib) || errors.Is(err, ErrStaleNetwork)
 }
 
 // progressLine writes one "widetp: ..." line to w, under the runtimes' lock.

@@ -24,7 +24,10 @@ at its teardown; it is the engine's own share of any run of that size. The ratio
 the held ratio held floor over floor (medians of --reps). Peak memory is the largest sum of the
 proportional set sizes of the run's processes, sampled in one more run before the timed ones
 (sampling would slow a timed run; the floors are not sampled). Writes bench.json, bench.md (a
-Markdown table) and bench.svg (the plot) into --out, and prints the table.`
+Markdown table) and bench.svg (the plot) into --out, and prints the table. A network the engine
+will not remove after a measurement, though no container is attached to it (moby/moby#42119),
+does not stop the benchmark: the measurement counts, and the network is named at the end (exit 3;
+restart the Docker daemon, then widetp clean).`
 
 func init() {
 	register(&command{

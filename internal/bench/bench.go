@@ -93,6 +93,8 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 		}
 		items = append(items, item{s.Name, s})
 	}
+	stale := &staleNetworks{progress: cfg.Progress}
+	kept, joinKept := stale.keep, stale.join
 	var points []Point
 	for _, rt := range cfg.Runtimes {
 		if rt == harness.RuntimeDocker {
@@ -106,25 +108,25 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 			// The memory is measured in a run of its own, untimed: reading every process's
 			// smaps five times a second costs CPU the floor does not pay (a tenth of a core at
 			// 17 hosts). It also warms the machine up for the timed runs that follow.
-			_, peak, procs, err := runOnce(ctx, rt, it.s, cfg.Options, true)
-			if err != nil {
-				return points, fmt.Errorf("%s on %s: %w", it.name, rt, err)
+			took, peak, procs, err := runOnce(ctx, rt, it.s, cfg.Options, true)
+			if err = kept(err, took); err != nil {
+				return points, joinKept(fmt.Errorf("%s on %s: %w", it.name, rt, err))
 			}
 			p.PeakMiB, p.Processes = peak, procs
 			fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): peak %.0f MiB over %d processes (untimed)\n",
 				it.name, rt, p.Hosts, peak, procs)
 			for i := 0; i < cfg.Reps; i++ {
 				took, _, _, err := runOnce(ctx, rt, it.s, cfg.Options, false)
-				if err != nil {
-					return points, fmt.Errorf("%s on %s: %w", it.name, rt, err)
+				if err = kept(err, took); err != nil {
+					return points, joinKept(fmt.Errorf("%s on %s: %w", it.name, rt, err))
 				}
 				floor, err := harness.Floor(ctx, rt, p.Hosts, cfg.Options...)
-				if err != nil {
-					return points, fmt.Errorf("floor of %d hosts on %s: %w", p.Hosts, rt, err)
+				if err = kept(err, floor); err != nil {
+					return points, joinKept(fmt.Errorf("floor of %d hosts on %s: %w", p.Hosts, rt, err))
 				}
 				held, err := harness.Held(ctx, rt, p.Hosts, cfg.Options...)
-				if err != nil {
-					return points, fmt.Errorf("held floor of %d hosts on %s: %w", p.Hosts, rt, err)
+				if err = kept(err, held); err != nil {
+					return points, joinKept(fmt.Errorf("held floor of %d hosts on %s: %w", p.Hosts, rt, err))
 				}
 				p.Runs = append(p.Runs, took.Seconds())
 				p.Floors = append(p.Floors, floor.Seconds())
@@ -140,7 +142,7 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 			points = append(points, p)
 		}
 	}
-	return points, nil
+	return points, joinKept(nil)
 }
 
 // runOnce runs s from a new runtime to its verdict and teardown (harness.Run), and samples its
@@ -161,8 +163,17 @@ func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harne
 	if sampler != nil {
 		peak, procs = sampler.stop()
 	}
+	// A network the engine kept at the teardown (harness.ErrStaleNetwork) spoils nothing the run
+	// measured: it counts when the run went as its scenario expects.
+	var stale error
+	if errors.Is(err, harness.ErrStaleNetwork) && res != nil && res.Report != nil {
+		stale, err = err, nil
+	}
 	if err == nil {
 		err = unexpected(res)
+	}
+	if err == nil {
+		err = stale
 	}
 	return took, peak, procs, err
 }
@@ -235,3 +246,25 @@ func WideTP(n int) (*scenarios.Scenario, error) {
 	}
 	return scenarios.Load(path)
 }
+
+// staleNetworks are the networks the engine kept at a teardown (harness.ErrStaleNetwork): the
+// measurement that met one is whole, so the benchmark goes on, and its error says at the end what
+// is left to remove.
+type staleNetworks struct {
+	progress io.Writer
+	errs     []error
+}
+
+// keep returns err, or nil when err is only the engine keeping a network at the end of a
+// measurement that took took (it is noted for join).
+func (s *staleNetworks) keep(err error, took time.Duration) error {
+	if err != nil && errors.Is(err, harness.ErrStaleNetwork) && took > 0 {
+		s.errs = append(s.errs, err)
+		fmt.Fprintf(s.progress, "bench: %v (measured; going on)\n", err)
+		return nil
+	}
+	return err
+}
+
+// join is err with every network kept so far.
+func (s *staleNetworks) join(err error) error { return errors.Join(append([]error{err}, s.errs...)...) }

@@ -1,11 +1,13 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/harness"
@@ -88,5 +90,40 @@ func TestSamplerSeesTheRunsProcessesOnly(t *testing.T) {
 	mib, n := s.stop()
 	if n != 2 || mib <= 0 {
 		t.Fatalf("sampler over two processes of run %s: %.2f MiB over %d processes", run, mib, n)
+	}
+}
+
+// A measurement whose teardown met a network the engine kept (moby/moby#42119) counts, and the
+// benchmark's error names the network at the end; any other failure, or a stale network with no
+// time measured, stops it as before.
+func TestStaleNetworksDoNotStopTheBenchmark(t *testing.T) {
+	var progress strings.Builder
+	s := &staleNetworks{progress: &progress}
+	stale := fmt.Errorf("floor: remove network widetp-floor-1-65: has active endpoints; %w", harness.ErrStaleNetwork)
+	if err := s.keep(nil, time.Second); err != nil {
+		t.Fatalf("keep(nil) = %v", err)
+	}
+	if err := s.join(nil); err != nil {
+		t.Fatalf("join with nothing kept = %v", err)
+	}
+	if err := s.keep(stale, 0); err != stale {
+		t.Errorf("a stale network with no time measured: %v, want it returned", err)
+	}
+	other := errors.New("the run reported no process")
+	if err := s.keep(other, time.Second); err != other {
+		t.Errorf("another failure: %v, want it returned", err)
+	}
+	if err := s.keep(stale, 12*time.Second); err != nil {
+		t.Fatalf("a measured floor whose network the engine kept: %v, want it kept", err)
+	}
+	if !strings.Contains(progress.String(), "widetp-floor-1-65") {
+		t.Errorf("progress %q does not name the network", progress.String())
+	}
+	err := s.join(nil)
+	if !errors.Is(err, harness.ErrStaleNetwork) || !strings.Contains(err.Error(), "widetp-floor-1-65") {
+		t.Errorf("the benchmark's error %v does not name the kept network", err)
+	}
+	if err := s.join(other); !errors.Is(err, other) || !errors.Is(err, harness.ErrStaleNetwork) {
+		t.Errorf("join(other) = %v, want both", err)
 	}
 }

@@ -8,6 +8,7 @@ package runtimes
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -149,3 +150,9 @@ func (s NodeSpec) Validate() error {
 	}
 	return nil
 }
+
+// ErrStaleNetwork is a run's network that the engine will not remove although no container is
+// attached to it any more: it kept the endpoint of a removed container (moby/moby#42119, seen at
+// 33 and 65 containers on Docker 20.10), and only a restart of the daemon (which then logs
+// "Fixing inconsistent endpoint_cnt") releases it.
+var ErrStaleNetwork = errors.New("no container is attached to it: the engine kept the endpoint of a removed container (moby/moby#42119); restart the Docker daemon, then `widetp clean` removes the network")

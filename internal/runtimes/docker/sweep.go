@@ -124,10 +124,8 @@ func staleEndpoints(ctx context.Context, api *engine, id string, err error) bool
 }
 
 // errStaleEndpoints explains a network the engine will not remove although no container is
-// attached to it any more: it kept the endpoint of a removed container (moby/moby#42119, seen at 65
-// containers on Docker 20.10), and only a restart of the daemon (which then logs "Fixing
-// inconsistent endpoint_cnt") releases it.
-var errStaleEndpoints = errors.New("no container is attached to it: the engine kept the endpoint of a removed container (moby/moby#42119); restart the Docker daemon, then `widetp clean` removes the network")
+// attached to it any more (runtimes.ErrStaleNetwork).
+var errStaleEndpoints = runtimes.ErrStaleNetwork
 
 // removeNetwork removes a run's network once its containers are gone; a network that is gone
 // already is not an error, and one the engine keeps for a stale endpoint says so
