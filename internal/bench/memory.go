@@ -11,9 +11,11 @@ import (
 	"github.com/widetp/widetp/internal/procfs"
 )
 
-// sampleEvery paces the memory sampler: often enough to see a run's peak (processes live for
-// seconds). The sampler runs only in a run that is not timed.
-const sampleEvery = 200 * time.Millisecond
+// minPause is the least pause between two sweeps of the memory sampler. Each pause is as long as
+// the sweep before it (at least minPause): the sampler takes at most half a core, and a run of a
+// tenth of a second (a local 2-node run) is still seen several times. It runs only in a run that
+// is not timed.
+const minPause = 10 * time.Millisecond
 
 type sampler struct {
 	done  chan struct{}
@@ -22,7 +24,7 @@ type sampler struct {
 	procs int
 }
 
-// startSampler sums, every sampleEvery, the proportional set size of every process on the machine
+// startSampler sums, sweep after sweep, the proportional set size of every process on the machine
 // whose environment carries WIDETP_RUN=<runID> (every host's program and what it starts, in a
 // container or not), and keeps the largest sum.
 func startSampler(runID string) *sampler {
@@ -31,14 +33,15 @@ func startSampler(runID string) *sampler {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTicker(sampleEvery)
-		defer t.Stop()
 		for {
+			began := time.Now()
 			if mib, n := sample(tag); mib > s.peak {
 				s.peak, s.procs = mib, n
 			}
+			t := time.NewTimer(max(time.Since(began), minPause))
 			select {
 			case <-s.done:
+				t.Stop()
 				return
 			case <-t.C:
 			}
