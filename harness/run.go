@@ -24,6 +24,7 @@ type runConfig struct {
 	artifacts string
 	onFailure string
 	planner   *report.Planner
+	settled   func()
 }
 
 // WithRuntime names the runtime to run on (RuntimeNames; default RuntimeAuto: Docker when an
@@ -52,6 +53,10 @@ func WithArtifacts(dir string) RunOption { return func(c *runConfig) { c.artifac
 func WithArtifactsOnFailure(base string) RunOption {
 	return func(c *runConfig) { c.onFailure = base }
 }
+
+// WithSettled calls f once Run has its verdict, before the teardown, while every host is still
+// up: widetp bench sweeps the memory of the settled deployment there.
+func WithSettled(f func()) RunOption { return func(c *runConfig) { c.settled = f } }
 
 // WithReportPlanner names, in the report, the planner whose plans the nodes ran (WithPlans).
 func WithReportPlanner(p *report.Planner) RunOption { return func(c *runConfig) { c.planner = p } }
@@ -172,6 +177,9 @@ func Run(ctx context.Context, s *scenarios.Scenario, opts ...RunOption) (*Result
 		return nil, err
 	}
 	res := &Result{RunID: ss.RunID(), Match: ss.Match()}
+	if err == nil && ss.cfg.settled != nil {
+		ss.cfg.settled()
+	}
 	dir := ss.cfg.artifacts
 	if dir == "" && ss.cfg.onFailure != "" && (err != nil || !res.Match) {
 		dir = filepath.Join(ss.cfg.onFailure, s.Name+"-"+res.RunID)

@@ -61,7 +61,8 @@ type Point struct {
 	// PeakMiB is the largest sum of the proportional set sizes of the run's processes (every
 	// process carrying its run id) seen during a run of its own, before the timed ones.
 	PeakMiB float64 `json:"peak_mib"`
-	// Processes is how many processes the run had at that peak.
+	// Processes is the most processes of the run one sweep saw: the whole deployment once it has
+	// settled (a sweep is taken then), for a run that loses none on the way.
 	Processes int `json:"processes"`
 }
 
@@ -155,8 +156,14 @@ func runOnce(ctx context.Context, rt string, s *scenarios.Scenario, opts []harne
 	}
 	start := time.Now()
 	// A refused run leaves its artifacts (every node's logs) to say why; a healthy one writes none.
-	res, err := harness.Run(ctx, s, harness.WithRuntime(rt), harness.WithArtifactsOnFailure(harness.DefaultArtifactsBase()),
-		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...))
+	runOpts := []harness.RunOption{harness.WithRuntime(rt), harness.WithArtifactsOnFailure(harness.DefaultArtifactsBase()),
+		harness.WithRuntimeOptions(append([]harness.Option{harness.WithoutSweep(), harness.WithRunID(runID)}, opts...)...)}
+	if sampler != nil {
+		// Once more with the deployment settled and every host up, before the teardown: a large
+		// run is settled for a moment only, which the background sweeps can miss.
+		runOpts = append(runOpts, harness.WithSettled(sampler.sweep))
+	}
+	res, err := harness.Run(ctx, s, runOpts...)
 	took := time.Since(start)
 	var peak float64
 	var procs int

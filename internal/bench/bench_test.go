@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -125,5 +126,34 @@ func TestStaleNetworksDoNotStopTheBenchmark(t *testing.T) {
 	}
 	if err := s.join(other); !errors.Is(err, other) || !errors.Is(err, harness.ErrStaleNetwork) {
 		t.Errorf("join(other) = %v, want both", err)
+	}
+}
+
+// The memory run sees the settled deployment whole: every simulated process the model predicts,
+// every host's node program and the store, however short the run (a local 2-node run settles in
+// a tenth of a second) — the sweep once the run has settled (harness.WithSettled).
+func TestTheMemoryRunSeesTheSettledDeployment(t *testing.T) {
+	if _, err := os.Stat("/proc/self/smaps_rollup"); err != nil {
+		t.Skipf("no /proc/PID/smaps_rollup here: %v", err)
+	}
+	bin := os.Getenv("WIDETP_BIN")
+	if bin == "" {
+		t.Skip("WIDETP_BIN names no widetp binary to run hosts with (make test sets it)")
+	}
+	s, err := WideTP(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procs, err := vllm.Predict(s.Deployment())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, peak, n, err := runOnce(context.Background(), harness.RuntimeLocal, s, []harness.Option{harness.WithBinary(bin)}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A process between its fork and its exec carries the run's id too: a sweep may count one more.
+	if want := len(procs) + len(s.Nodes) + 1; n < want || peak <= 0 {
+		t.Errorf("peak %.1f MiB, at most %d processes in a sweep, want %d (%d simulated, %d node programs, the store)", peak, n, want, len(procs), len(s.Nodes))
 	}
 }
