@@ -84,29 +84,38 @@ func TestAllMembersMeet(t *testing.T) {
 func TestEveryMemberLeavesWithEveryValue(t *testing.T) {
 	addr := freeAddr(t)
 	want := map[int]string{}
-	var mu sync.Mutex
-	got := map[int]map[int]string{}
-	var wg sync.WaitGroup
+	var ms []Member
 	for r := range 4 {
 		want[r] = fmt.Sprintf("engine-%d", r)
+		ms = append(ms, Member{Kind: "workers", Address: addr, WorldSize: 4, Rank: r, Value: want[r]})
 	}
-	for r := range 4 {
-		wg.Go(func() {
-			res, err := Join(context.Background(), Member{Kind: "workers", Address: addr, WorldSize: 4, Rank: r, Value: want[r]}, cfg(timeout))
-			if err != nil {
-				t.Errorf("rank %d: %v", r, err)
-			}
-			mu.Lock()
-			got[r] = res.Values
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
+	got := joinValues(t, context.Background(), ms)
 	for r := range 4 {
 		if fmt.Sprint(got[r]) != fmt.Sprint(want) {
 			t.Errorf("rank %d left with %v, want %v", r, got[r], want)
 		}
 	}
+}
+
+// joinValues runs one Join per member concurrently and returns the values each left with, by
+// rank; a member whose Join fails fails t.
+func joinValues(t *testing.T, ctx context.Context, ms []Member) map[int]map[int]string {
+	var mu sync.Mutex
+	got := map[int]map[int]string{}
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Go(func() {
+			res, err := Join(ctx, m, cfg(timeout))
+			if err != nil {
+				t.Errorf("rank %d: %v", m.Rank, err)
+			}
+			mu.Lock()
+			got[m.Rank] = res.Values
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return got
 }
 
 // A member that names the values it reads (Member.Want) leaves with those alone, as a torch store
@@ -115,22 +124,11 @@ func TestEveryMemberLeavesWithEveryValue(t *testing.T) {
 func TestMembersLeaveWithTheValuesTheyWant(t *testing.T) {
 	addr := freeAddr(t)
 	wants := map[int][]int{0: {3}, 1: {0}, 2: {}, 3: nil}
-	var mu sync.Mutex
-	got := map[int]map[int]string{}
-	var wg sync.WaitGroup
+	var ms []Member
 	for r := range 4 {
-		wg.Go(func() {
-			m := Member{Kind: "workers", Address: addr, WorldSize: 4, Rank: r, Value: fmt.Sprintf("engine-%d", r), Want: wants[r]}
-			res, err := Join(context.Background(), m, cfg(timeout))
-			if err != nil {
-				t.Errorf("rank %d: %v", r, err)
-			}
-			mu.Lock()
-			got[r] = res.Values
-			mu.Unlock()
-		})
+		ms = append(ms, Member{Kind: "workers", Address: addr, WorldSize: 4, Rank: r, Value: fmt.Sprintf("engine-%d", r), Want: wants[r]})
 	}
-	wg.Wait()
+	got := joinValues(t, context.Background(), ms)
 	all := map[int]string{0: "engine-0", 1: "engine-1", 2: "engine-2", 3: "engine-3"}
 	for r, want := range map[int]map[int]string{0: all, 1: {0: "engine-0"}, 2: {}, 3: all} {
 		if fmt.Sprint(got[r]) != fmt.Sprint(want) {
@@ -150,24 +148,9 @@ func TestLargeWorldGetsEveryValue(t *testing.T) {
 	for i := range ms {
 		ms[i].Value = fmt.Sprintf("%08x-f478-449d-bd3d-ec20f3131a50_dp%d", i, i/16)
 	}
-	var mu sync.Mutex
-	got := map[int]Result{}
-	var wg sync.WaitGroup
-	for _, m := range ms {
-		wg.Go(func() {
-			res, err := Join(ctx, m, cfg(timeout))
-			if err != nil {
-				t.Errorf("rank %d: %v", m.Rank, err)
-			}
-			mu.Lock()
-			got[m.Rank] = res
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	for r, res := range got {
-		if len(res.Values) != world || res.Values[world-1] != ms[world-1].Value {
-			t.Errorf("rank %d got %d values", r, len(res.Values))
+	for r, values := range joinValues(t, ctx, ms) {
+		if len(values) != world || values[world-1] != ms[world-1].Value {
+			t.Errorf("rank %d got %d values", r, len(values))
 		}
 	}
 }
