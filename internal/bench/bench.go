@@ -95,7 +95,6 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 		items = append(items, item{s.Name, s})
 	}
 	stale := &staleNetworks{progress: cfg.Progress}
-	kept, joinKept := stale.keep, stale.join
 	var points []Point
 	for _, rt := range cfg.Runtimes {
 		if rt == harness.RuntimeDocker {
@@ -110,24 +109,24 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 			// smaps five times a second costs CPU the floor does not pay (a tenth of a core at
 			// 17 hosts). It also warms the machine up for the timed runs that follow.
 			took, peak, procs, err := runOnce(ctx, rt, it.s, cfg.Options, true)
-			if err = kept(err, took); err != nil {
-				return points, joinKept(fmt.Errorf("%s on %s: %w", it.name, rt, err))
+			if err = stale.keep(err, took); err != nil {
+				return points, stale.join(fmt.Errorf("%s on %s: %w", it.name, rt, err))
 			}
 			p.PeakMiB, p.Processes = peak, procs
 			fmt.Fprintf(cfg.Progress, "bench: %s on %s (%d hosts): peak %.0f MiB over %d processes (untimed)\n",
 				it.name, rt, p.Hosts, peak, procs)
 			for i := 0; i < cfg.Reps; i++ {
 				took, _, _, err := runOnce(ctx, rt, it.s, cfg.Options, false)
-				if err = kept(err, took); err != nil {
-					return points, joinKept(fmt.Errorf("%s on %s: %w", it.name, rt, err))
+				if err = stale.keep(err, took); err != nil {
+					return points, stale.join(fmt.Errorf("%s on %s: %w", it.name, rt, err))
 				}
 				floor, err := harness.Floor(ctx, rt, p.Hosts, cfg.Options...)
-				if err = kept(err, floor); err != nil {
-					return points, joinKept(fmt.Errorf("floor of %d hosts on %s: %w", p.Hosts, rt, err))
+				if err = stale.keep(err, floor); err != nil {
+					return points, stale.join(fmt.Errorf("floor of %d hosts on %s: %w", p.Hosts, rt, err))
 				}
 				held, err := harness.Held(ctx, rt, p.Hosts, cfg.Options...)
-				if err = kept(err, held); err != nil {
-					return points, joinKept(fmt.Errorf("held floor of %d hosts on %s: %w", p.Hosts, rt, err))
+				if err = stale.keep(err, held); err != nil {
+					return points, stale.join(fmt.Errorf("held floor of %d hosts on %s: %w", p.Hosts, rt, err))
 				}
 				p.Runs = append(p.Runs, took.Seconds())
 				p.Floors = append(p.Floors, floor.Seconds())
@@ -143,7 +142,7 @@ func Run(ctx context.Context, cfg Config) ([]Point, error) {
 			points = append(points, p)
 		}
 	}
-	return points, joinKept(nil)
+	return points, stale.join(nil)
 }
 
 // runOnce runs s from a new runtime to its verdict and teardown (harness.Run), and samples its

@@ -308,7 +308,7 @@ func TestBridgeIsLocalOnlyWhenTheGatewayIsOurs(t *testing.T) {
 				}
 				w.Write([]byte(tc.body))
 			}))
-			if got := bridgeIsLocal(context.Background(), e, "net1", tc.local); got != tc.want {
+			if _, got := bridgeIsLocal(context.Background(), e, "net1", tc.local); got != tc.want {
 				t.Fatalf("bridgeIsLocal = %v, want %v", got, tc.want)
 			}
 		})

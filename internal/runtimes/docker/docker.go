@@ -113,9 +113,10 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 		return nil, errors.Join(fmt.Errorf("create the run's network: %w", err), d.Close(ctx))
 	}
 	d.netID, d.netName = netID, d.NetworkName()
-	d.direct = !cfg.Publish && os.Getenv(EnvPublish) == "" && bridgeIsLocal(ctx, cli, netID, localAddrs)
+	nw, local := bridgeIsLocal(ctx, cli, netID, localAddrs)
+	d.direct = !cfg.Publish && os.Getenv(EnvPublish) == "" && local
 	if d.direct {
-		d.untrack(ctx)
+		d.untrack(ctx, nw)
 	}
 	return d, nil
 }
@@ -123,14 +124,10 @@ func New(ctx context.Context, opts ...runtimes.Option) (*Docker, error) {
 // untrack keeps the kernel's connection tracker out of the traffic between the run's hosts
 // (netcut.Untrack: the engine reads the whole tracker table each time it detaches a container,
 // and a run's connections fill it), when this process may make nftables rules and shares the
-// bridge's kernel (direct). Without, a run works the same, its teardown is slower.
-func (d *Docker) untrack(ctx context.Context) {
+// bridge's kernel (direct; nw is the network as bridgeIsLocal inspected it). Without, a run
+// works the same, its teardown is slower.
+func (d *Docker) untrack(ctx context.Context, nw networkSummary) {
 	if netcut.Available(ctx) != nil {
-		return
-	}
-	nw, err := d.api.NetworkInspect(ctx, d.netID)
-	if err != nil {
-		d.progressf("the kernel's connection tracker stays on the run's network: inspect it: %v", err)
 		return
 	}
 	for _, c := range nw.IPAM.Config {
@@ -153,8 +150,8 @@ func (d *Docker) untrack(ctx context.Context) {
 // (runtimes.WithPublishedPorts for the widetp command and the suites).
 const EnvPublish = "WIDETP_DOCKER_PUBLISH"
 
-// bridgeIsLocal says whether the run's network is reachable from this process without published
-// ports: the engine gave the bridge its gateway address on an interface of this process's own
+// bridgeIsLocal inspects the run's network and says whether it is reachable from this process
+// without published ports: the engine gave the bridge its gateway address on an interface of this process's own
 // network namespace, so every container address of the network is routed here directly. That is
 // the case for a harness on the engine's own Linux host; not for a rootless engine (its bridge
 // lives in another namespace), Docker Desktop (in a VM), a remote engine or a harness in a
@@ -162,14 +159,14 @@ const EnvPublish = "WIDETP_DOCKER_PUBLISH"
 // Publishing costs the engine a proxy process and NAT rules per port (about 0.3 CPU-s a run on
 // two cores), work a real deployment's hosts do not do. Any doubt (no gateway reported, an
 // interface listing that fails) means publishing.
-func bridgeIsLocal(ctx context.Context, cli *engine, netID string, local func() ([]netip.Addr, error)) bool {
+func bridgeIsLocal(ctx context.Context, cli *engine, netID string, local func() ([]netip.Addr, error)) (networkSummary, bool) {
 	nw, err := cli.NetworkInspect(ctx, netID)
 	if err != nil {
-		return false
+		return nw, false
 	}
 	addrs, err := local()
 	if err != nil {
-		return false
+		return nw, false
 	}
 	for _, c := range nw.IPAM.Config {
 		gw, err := netip.ParseAddr(c.Gateway)
@@ -177,10 +174,10 @@ func bridgeIsLocal(ctx context.Context, cli *engine, netID string, local func() 
 			continue
 		}
 		if slices.Contains(addrs, gw.Unmap()) {
-			return true
+			return nw, true
 		}
 	}
-	return false
+	return nw, false
 }
 
 // localAddrs are the addresses of this process's network interfaces.
