@@ -609,14 +609,14 @@ func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 
 func (p *proc) registerSegment(ctx context.Context) *pyError {
 	_, _, st := p.timeouts()
-	sctx, cancel := context.WithTimeout(ctx, st)
-	defer cancel()
-	mc, err := mooncake.Setup(sctx, p.store, mooncake.Config{
-		LocalHostname: p.plan.SegmentHost,
-		Remount:       p.plan.SegmentRemount,
-		ListenIP:      p.spec.Runtime.ListenIP,
-		Rand:          p.seed(),
-		Log:           p.log,
+	// Each request of the setup has the store bound, as each of Mooncake's has its own.
+	mc, err := mooncake.Setup(ctx, p.store, mooncake.Config{
+		LocalHostname:  p.plan.SegmentHost,
+		Remount:        p.plan.SegmentRemount,
+		ListenIP:       p.spec.Runtime.ListenIP,
+		Rand:           p.seed(),
+		Log:            p.log,
+		RequestTimeout: st,
 	})
 	if ctx.Err() != nil {
 		return nil
@@ -628,7 +628,7 @@ func (p *proc) registerSegment(ctx context.Context) *pyError {
 	p.update(func(r *report.Process) { r.Segment = mc.Name() })
 	// The first ping after a mount answers NEED_REMOUNT: until the client acted on it, a store
 	// fault would race its own re-publication, so the worker is ready only after that beat.
-	if err := mc.Beat(sctx, st); err != nil && ctx.Err() == nil {
+	if err := mc.Beat(ctx, st); err != nil && ctx.Err() == nil {
 		p.log.Warn("mooncake first heartbeat failed", "segment", mc.Name(), "err", err)
 	}
 	hctx, stop := context.WithCancel(context.Background())

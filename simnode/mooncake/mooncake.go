@@ -36,6 +36,9 @@ const (
 	RemountNone      = "none"
 	RemountMount     = "mount"
 	RemountRepublish = "republish"
+	// DefaultRequestTimeout is Mooncake's metadata client bound of 3 s a request, plus room for a
+	// retry of a store that is still starting (simnode's Timeouts.Store gives the same).
+	DefaultRequestTimeout = 5 * time.Second
 	// KeyPrefix is the metadata key prefix of a cluster without a cluster id.
 	KeyPrefix = "mooncake/"
 	// DefaultSegmentSize is vLLM's Mooncake store default global_segment_size (3200 MiB).
@@ -57,7 +60,10 @@ type Config struct {
 	Rand *rand.Rand
 	// Heartbeat is the ping period.
 	Heartbeat time.Duration
-	Log       *slog.Logger
+	// RequestTimeout bounds each request of Setup on its own, as Mooncake bounds each master RPC
+	// and each metadata call (not the setup as a whole). Default DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	Log            *slog.Logger
 	// OnRegistered is called after setup and after every remount (with the number of remounts).
 	OnRegistered func(remounts int)
 	// Remount is what the heartbeat does on NEED_REMOUNT (vllm.MooncakeRemount*): "republish"
@@ -82,6 +88,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = HeartbeatInterval
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -143,7 +152,10 @@ func Setup(ctx context.Context, store *client.Client, cfg Config) (*Client, erro
 		return nil, err
 	}
 	c := &Client{store: store, cfg: cfg}
-	if _, err := store.ServiceReady(ctx); err != nil {
+	rctx, cancel := c.request(ctx)
+	_, err := store.ServiceReady(rctx)
+	cancel()
+	if err != nil {
 		return nil, fmt.Errorf("mooncake setup %s: connect to master: %w", cfg.LocalHostname, err)
 	}
 	host, portStr, err := net.SplitHostPort(cfg.LocalHostname)
@@ -171,7 +183,7 @@ func Setup(ctx context.Context, store *client.Client, cfg Config) (*Client, erro
 			cfg.Log.Info("mooncake rpc port busy, drawing another", "segment", c.Name(), "attempt", i+1, "err", err)
 			continue
 		}
-		err := c.putRPCMeta(ctx)
+		err := c.putRPCMeta(ctx, cfg.RequestTimeout)
 		if err == nil {
 			lastErr = nil
 			break
@@ -197,16 +209,24 @@ func Setup(ctx context.Context, store *client.Client, cfg Config) (*Client, erro
 		TEEndpoint: c.Name(),
 		Protocol:   cfg.Protocol,
 	}
-	if err := c.putRAM(ctx); err != nil {
+	if err := c.putRAM(ctx, cfg.RequestTimeout); err != nil {
 		c.unbind()
-		return nil, errors.Join(fmt.Errorf("mooncake setup %s: %w", c.Name(), err), c.deleteKeys(ctx))
+		return nil, errors.Join(fmt.Errorf("mooncake setup %s: %w", c.Name(), err), c.deleteKeys(ctx, cfg.RequestTimeout))
 	}
-	if err := store.MountSegment(ctx, c.clientID, c.segment); err != nil {
+	rctx, cancel = c.request(ctx)
+	err = store.MountSegment(rctx, c.clientID, c.segment)
+	cancel()
+	if err != nil {
 		c.unbind()
-		return nil, errors.Join(fmt.Errorf("mooncake setup %s: mount segment: %w", c.Name(), err), c.deleteKeys(ctx))
+		return nil, errors.Join(fmt.Errorf("mooncake setup %s: mount segment: %w", c.Name(), err), c.deleteKeys(ctx, cfg.RequestTimeout))
 	}
 	cfg.OnRegistered(0)
 	return c, nil
+}
+
+// request bounds one request to the store by the setup's RequestTimeout.
+func (c *Client) request(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
 }
 
 func (c *Client) bind() error {
@@ -241,15 +261,18 @@ func (c *Client) Remounts() int {
 	return c.remounts
 }
 
-func (c *Client) putRPCMeta(ctx context.Context) error {
+// putRPCMeta, putRAM and deleteKeys bound each of their requests by timeout.
+func (c *Client) putRPCMeta(ctx context.Context, timeout time.Duration) error {
 	v, _ := json.Marshal(rpcMeta{IPOrHostName: c.host, RPCPort: c.port})
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	if _, err := c.store.Put(ctx, KeyPrefix+"rpc_meta/"+c.Name(), v); err != nil {
 		return fmt.Errorf("publish rpc_meta: %w", err)
 	}
 	return nil
 }
 
-func (c *Client) putRAM(ctx context.Context) error {
+func (c *Client) putRAM(ctx context.Context, timeout time.Duration) error {
 	v, _ := json.Marshal(ramDesc{
 		Name:            c.Name(),
 		Protocol:        c.cfg.Protocol,
@@ -258,16 +281,21 @@ func (c *Client) putRAM(ctx context.Context) error {
 		Timestamp:       time.Now().UTC().Format("2006-01-02 15:04:05.000000"),
 		Buffers:         []buffer{{Name: "cpu:0", Addr: c.segment.Base, Length: c.segment.Size}},
 	})
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	if _, err := c.store.Put(ctx, KeyPrefix+"ram/"+c.Name(), v); err != nil {
 		return fmt.Errorf("publish ram descriptor: %w", err)
 	}
 	return nil
 }
 
-func (c *Client) deleteKeys(ctx context.Context) error {
+func (c *Client) deleteKeys(ctx context.Context, timeout time.Duration) error {
 	var errs []error
 	for _, k := range []string{"rpc_meta/", "ram/"} {
-		if err := c.store.Delete(ctx, KeyPrefix+k+c.Name()); err != nil && !errors.Is(err, client.ErrNotFound) {
+		dctx, cancel := context.WithTimeout(ctx, timeout)
+		err := c.store.Delete(dctx, KeyPrefix+k+c.Name())
+		cancel()
+		if err != nil && !errors.Is(err, client.ErrNotFound) {
 			errs = append(errs, fmt.Errorf("delete %s%s: %w", k, c.Name(), err))
 		}
 	}
@@ -298,16 +326,19 @@ func (c *Client) Run(ctx context.Context, timeout time.Duration) {
 }
 
 func (c *Client) beat(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	resp, err := c.store.Ping(ctx, c.clientID)
+	pctx, cancel := context.WithTimeout(ctx, timeout)
+	resp, err := c.store.Ping(pctx, c.clientID)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
 	if resp.ClientStatus != api.ClientNeedRemount || c.cfg.Remount == RemountNone {
 		return nil
 	}
-	if err := c.store.ReMountSegment(ctx, c.clientID, []api.Segment{c.segment}); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	err = c.store.ReMountSegment(rctx, c.clientID, []api.Segment{c.segment})
+	cancel()
+	if err != nil {
 		return fmt.Errorf("remount: %w", err)
 	}
 	if c.cfg.Remount == RemountMount {
@@ -317,10 +348,10 @@ func (c *Client) beat(ctx context.Context, timeout time.Duration) error {
 	var errs []error
 	// Re-publishing an unchanged rpc_meta is "metadata unchanged" on the cpp server, a refusal on
 	// the python one: log it, as the real client's warning does, and keep the registration.
-	if err := c.putRPCMeta(ctx); err != nil && !client.IsDuplicate(err) {
+	if err := c.putRPCMeta(ctx, timeout); err != nil && !client.IsDuplicate(err) {
 		errs = append(errs, err)
 	}
-	if err := c.putRAM(ctx); err != nil {
+	if err := c.putRAM(ctx, timeout); err != nil {
 		errs = append(errs, err)
 	}
 	c.countRemount()
@@ -345,9 +376,11 @@ func (c *Client) Close(ctx context.Context) error {
 	c.closed = true
 	c.mu.Unlock()
 	defer c.unbind()
-	err := c.store.UnmountSegment(ctx, c.clientID, c.segment.ID)
+	uctx, cancel := c.request(ctx)
+	err := c.store.UnmountSegment(uctx, c.clientID, c.segment.ID)
+	cancel()
 	if err != nil {
 		err = fmt.Errorf("mooncake close %s: unmount: %w", c.Name(), err)
 	}
-	return errors.Join(err, c.deleteKeys(ctx))
+	return errors.Join(err, c.deleteKeys(ctx, c.cfg.RequestTimeout))
 }

@@ -320,3 +320,28 @@ func TestRemountRules(t *testing.T) {
 		t.Errorf("an unknown remount rule: %v", err)
 	}
 }
+
+// TestEachRequestHasItsOwnBound: Mooncake bounds each master RPC and each metadata call on its own
+// (the metadata client's 3 s a request, mooncake-transfer-engine/src/transfer_metadata_plugin.cpp),
+// not the setup as a whole. A store that answers every request in a third of the bound is slow,
+// not gone: the setup of four requests takes longer than one bound and still registers. It failed
+// with "context deadline exceeded" when one bound covered the whole setup, which is what a loaded
+// machine met (a 64-host local run on 2 cores, the store answering in seconds).
+func TestEachRequestHasItsOwnBound(t *testing.T) {
+	_, c := startStore(t, fakestore.FlavorCPP)
+	const perRequest = 750 * time.Millisecond
+	if _, err := c.AddFault(ctxT(t), api.Fault{Kind: api.FaultLatency, Latency: api.Duration(perRequest / 3)}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	mc, err := Setup(ctxT(t), c, Config{LocalHostname: "h", Rand: seeded(7), RequestTimeout: perRequest})
+	if err != nil {
+		t.Fatalf("Setup against a store that answers each request in %s, each request bounded by %s: %v", perRequest/3, perRequest, err)
+	}
+	if took := time.Since(began); took <= perRequest {
+		t.Fatalf("Setup took %s: the latency fault did not delay its requests, and the test shows nothing", took)
+	}
+	if err := mc.Beat(ctxT(t), perRequest); err != nil {
+		t.Errorf("the first heartbeat (a Ping answered NEED_REMOUNT, then the remount and both keys): %v", err)
+	}
+}
