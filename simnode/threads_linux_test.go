@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/widetp/widetp/internal/procfs"
+	"github.com/widetp/widetp/simnode"
 )
 
 // A simulated process waits for its parent's control lines and for its own children's exits in
@@ -82,4 +83,34 @@ func descendants(t *testing.T, pid int) []int {
 		}
 	}
 	return out
+}
+
+// Every simulated process has the timer slack simnode gives its processes
+// (simnode.ProcessTimerSlack) from its fork on: the Go runtime's monitor thread, which the slack
+// is for, is cloned from the process's first thread and inherits its slack (the kernel shows the
+// first thread's, in /proc/PID/timerslack_ns). The node program itself is the runtime's to start.
+func TestEveryProcessHasTheTimerSlack(t *testing.T) {
+	o := deployment{profile: "main", model: moe, gpus: 2, hosts: wideTP(true, true)}.run(t)
+	want := strconv.FormatInt(simnode.ProcessTimerSlack.Nanoseconds(), 10)
+	looked := 0
+	for name, n := range o.nodes {
+		for _, pid := range descendants(t, n.cmd.Process.Pid) {
+			b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "timerslack_ns"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			looked++
+			if got := strings.TrimSpace(string(b)); got != want {
+				t.Errorf("host %s: process %d: timer slack %s ns, want %s", name, pid, got, want)
+			}
+		}
+	}
+	if want := len(o.predicted); looked < want {
+		t.Errorf("looked at %d processes, want the %d the model starts", looked, want)
+	}
+	for name, n := range o.nodes {
+		if code := n.stop(); code != 0 {
+			t.Errorf("node %s exit %d after SIGTERM", name, code)
+		}
+	}
 }
