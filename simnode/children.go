@@ -121,7 +121,7 @@ func (f *family) start(plan *vllm.ProcessPlan) (*child, error) {
 		statusW.Close()
 		return nil, fmt.Errorf("start %s: control pipe: %w", plan.Identity.ID, err)
 	}
-	if err := startChild(cmd); err != nil {
+	if err := spawner.Start(cmd); err != nil {
 		statusR.Close()
 		statusW.Close()
 		return nil, fmt.Errorf("start %s: %w", plan.Identity.ID, err)

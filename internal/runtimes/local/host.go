@@ -147,7 +147,7 @@ func (l *Local) spawn(h *localHost, bin localBinary, fresh bool) (*localInstance
 			Pdeathsig: syscall.SIGKILL,
 		},
 	}
-	err = startPinned(in.cmd)
+	err = spawner.Start(in.cmd)
 	pw.Close() // the child has its copy; the pipe ends when the last process of the host closes it
 	if err != nil {
 		pr.Close()
