@@ -1,25 +1,10 @@
 package simnode
 
-import (
-	"time"
+import "github.com/widetp/widetp/internal/spawn"
 
-	"golang.org/x/sys/unix"
+// ProcessTimerSlack is the timer slack of every simulated process (spawn.TimerSlack).
+const ProcessTimerSlack = spawn.TimerSlack
 
-	"github.com/widetp/widetp/internal/spawn"
-)
-
-// ProcessTimerSlack is the timer slack (prctl(2) PR_SET_TIMERSLACK) of every simulated process:
-// how late the kernel may fire its timers, to fire several at once. A Go runtime's monitor thread
-// (sysmon) sleeps 20 µs at a time, fifty times over, each time its process wakes from idle; with
-// hundreds of processes on two cores those sleeps were a third of all system calls and half the
-// context switches of a run. 4 ms lets the kernel group them: a local 16-host run made 15,000
-// sleeps instead of 35,000 and used 10-20% less CPU. The simulation's own timers are a 5 ms poll
-// at the least, its bounds are seconds: no outcome depends on 4 ms.
-const ProcessTimerSlack = 4 * time.Millisecond
-
-// spawner starts every child of this process, from a thread with ProcessTimerSlack: the child
-// and every thread of it inherit the slack (package spawn). A slack the thread cannot take leaves
-// the children with the default: slower, not wrong.
-var spawner = spawn.New(func() {
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(ProcessTimerSlack.Nanoseconds()), 0, 0, 0)
-})
+// spawner starts every child of this process, from a thread with the timer slack, which the child
+// and every thread of it inherit (package spawn).
+var spawner = spawn.New(spawn.SetTimerSlack)

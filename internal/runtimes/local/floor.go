@@ -61,7 +61,8 @@ func localHeld(cfg runtimes.Config, n int, allUp func(runID string)) (time.Durat
 			if err != nil {
 				return fmt.Errorf("held floor process %d: %w", i, err)
 			}
-			if err := cmd.Start(); err != nil {
+			// Started as a run's hosts are (their spawner's timer slack included).
+			if err := spawner.Start(cmd); err != nil {
 				return fmt.Errorf("held floor process %d: %w", i, err)
 			}
 			cmds[i] = cmd

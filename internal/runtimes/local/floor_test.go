@@ -12,6 +12,7 @@ import (
 
 	"github.com/widetp/widetp/internal/procfs"
 	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/spawn"
 	"github.com/widetp/widetp/internal/testbin"
 )
 
@@ -29,11 +30,28 @@ func TestHeldFloorKeepsEveryProcessUpUntilTheLast(t *testing.T) {
 	}
 	const n = 4
 	up := -1
-	if _, err := localHeld(cfg, n, func(id string) { up = len(idleProcesses(t, id)) }); err != nil {
+	var slack []string
+	if _, err := localHeld(cfg, n, func(id string) {
+		pids := idleProcesses(t, id)
+		up = len(pids)
+		for _, pid := range pids {
+			b, err := os.ReadFile(filepath.Join("/proc", pid, "timerslack_ns"))
+			if err != nil {
+				t.Error(err)
+			}
+			slack = append(slack, strings.TrimSpace(string(b)))
+		}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if up != n {
 		t.Errorf("%d of %d processes up once all had started", up, n)
+	}
+	// They start as a run's hosts do: from the spawner, with its timer slack.
+	for i, s := range slack {
+		if want := strconv.FormatInt(spawn.TimerSlack.Nanoseconds(), 10); s != want {
+			t.Errorf("process %d: timer slack %s ns, want %s", i, s, want)
+		}
 	}
 	if left := idleProcesses(t, runID); len(left) > 0 {
 		t.Errorf("processes left: %v", left)
