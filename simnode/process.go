@@ -628,14 +628,14 @@ func (p *proc) registerSegment(ctx context.Context) *pyError {
 	p.update(func(r *report.Process) { r.Segment = mc.Name() })
 	// The first ping after a mount answers NEED_REMOUNT: until the client acted on it, a store
 	// fault would race its own re-publication, so the worker is ready only after that beat.
-	if err := mc.Beat(ctx, st); err != nil && ctx.Err() == nil {
+	if err := mc.Beat(ctx); err != nil && ctx.Err() == nil {
 		p.log.Warn("mooncake first heartbeat failed", "segment", mc.Name(), "err", err)
 	}
 	hctx, stop := context.WithCancel(context.Background())
 	p.hbStop, p.hbDone = stop, make(chan struct{})
 	go func() {
 		defer close(p.hbDone)
-		mc.Run(hctx, st)
+		mc.Run(hctx)
 	}()
 	p.publish("")
 	return nil

@@ -60,8 +60,9 @@ type Config struct {
 	Rand *rand.Rand
 	// Heartbeat is the ping period.
 	Heartbeat time.Duration
-	// RequestTimeout bounds each request of Setup on its own, as Mooncake bounds each master RPC
-	// and each metadata call (not the setup as a whole). Default DefaultRequestTimeout.
+	// RequestTimeout bounds each request to the store on its own (setup, heartbeat, close), as
+	// Mooncake bounds each master RPC and each metadata call, not a sequence of them. Default
+	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	Log            *slog.Logger
 	// OnRegistered is called after setup and after every remount (with the number of remounts).
@@ -183,7 +184,7 @@ func Setup(ctx context.Context, store *client.Client, cfg Config) (*Client, erro
 			cfg.Log.Info("mooncake rpc port busy, drawing another", "segment", c.Name(), "attempt", i+1, "err", err)
 			continue
 		}
-		err := c.putRPCMeta(ctx, cfg.RequestTimeout)
+		err := c.putRPCMeta(ctx)
 		if err == nil {
 			lastErr = nil
 			break
@@ -209,22 +210,22 @@ func Setup(ctx context.Context, store *client.Client, cfg Config) (*Client, erro
 		TEEndpoint: c.Name(),
 		Protocol:   cfg.Protocol,
 	}
-	if err := c.putRAM(ctx, cfg.RequestTimeout); err != nil {
+	if err := c.putRAM(ctx); err != nil {
 		c.unbind()
-		return nil, errors.Join(fmt.Errorf("mooncake setup %s: %w", c.Name(), err), c.deleteKeys(ctx, cfg.RequestTimeout))
+		return nil, errors.Join(fmt.Errorf("mooncake setup %s: %w", c.Name(), err), c.deleteKeys(ctx))
 	}
 	rctx, cancel = c.request(ctx)
 	err = store.MountSegment(rctx, c.clientID, c.segment)
 	cancel()
 	if err != nil {
 		c.unbind()
-		return nil, errors.Join(fmt.Errorf("mooncake setup %s: mount segment: %w", c.Name(), err), c.deleteKeys(ctx, cfg.RequestTimeout))
+		return nil, errors.Join(fmt.Errorf("mooncake setup %s: mount segment: %w", c.Name(), err), c.deleteKeys(ctx))
 	}
 	cfg.OnRegistered(0)
 	return c, nil
 }
 
-// request bounds one request to the store by the setup's RequestTimeout.
+// request bounds one request to the store by RequestTimeout.
 func (c *Client) request(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, c.cfg.RequestTimeout)
 }
@@ -261,10 +262,9 @@ func (c *Client) Remounts() int {
 	return c.remounts
 }
 
-// putRPCMeta, putRAM and deleteKeys bound each of their requests by timeout.
-func (c *Client) putRPCMeta(ctx context.Context, timeout time.Duration) error {
+func (c *Client) putRPCMeta(ctx context.Context) error {
 	v, _ := json.Marshal(rpcMeta{IPOrHostName: c.host, RPCPort: c.port})
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := c.request(ctx)
 	defer cancel()
 	if _, err := c.store.Put(ctx, KeyPrefix+"rpc_meta/"+c.Name(), v); err != nil {
 		return fmt.Errorf("publish rpc_meta: %w", err)
@@ -272,7 +272,7 @@ func (c *Client) putRPCMeta(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-func (c *Client) putRAM(ctx context.Context, timeout time.Duration) error {
+func (c *Client) putRAM(ctx context.Context) error {
 	v, _ := json.Marshal(ramDesc{
 		Name:            c.Name(),
 		Protocol:        c.cfg.Protocol,
@@ -281,7 +281,7 @@ func (c *Client) putRAM(ctx context.Context, timeout time.Duration) error {
 		Timestamp:       time.Now().UTC().Format("2006-01-02 15:04:05.000000"),
 		Buffers:         []buffer{{Name: "cpu:0", Addr: c.segment.Base, Length: c.segment.Size}},
 	})
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := c.request(ctx)
 	defer cancel()
 	if _, err := c.store.Put(ctx, KeyPrefix+"ram/"+c.Name(), v); err != nil {
 		return fmt.Errorf("publish ram descriptor: %w", err)
@@ -289,10 +289,10 @@ func (c *Client) putRAM(ctx context.Context, timeout time.Duration) error {
 	return nil
 }
 
-func (c *Client) deleteKeys(ctx context.Context, timeout time.Duration) error {
+func (c *Client) deleteKeys(ctx context.Context) error {
 	var errs []error
 	for _, k := range []string{"rpc_meta/", "ram/"} {
-		dctx, cancel := context.WithTimeout(ctx, timeout)
+		dctx, cancel := c.request(ctx)
 		err := c.store.Delete(dctx, KeyPrefix+k+c.Name())
 		cancel()
 		if err != nil && !errors.Is(err, client.ErrNotFound) {
@@ -305,12 +305,12 @@ func (c *Client) deleteKeys(ctx context.Context, timeout time.Duration) error {
 // Beat is one heartbeat now: a Ping, and what the client does when it answers NEED_REMOUNT. A
 // node beats once right after setup, before it calls the worker ready: the master answers the
 // first Ping after a mount NEED_REMOUNT, so the registration is stable only after that beat.
-func (c *Client) Beat(ctx context.Context, timeout time.Duration) error { return c.beat(ctx, timeout) }
+func (c *Client) Beat(ctx context.Context) error { return c.beat(ctx) }
 
 // Run is the heartbeat: a Ping every period; NEED_REMOUNT re-mounts the segment and re-publishes
 // both keys (after a master restart, the metadata is gone too). It returns when ctx ends. Failed
 // pings are logged and retried on the next beat, as the real client does while the master is away.
-func (c *Client) Run(ctx context.Context, timeout time.Duration) {
+func (c *Client) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Heartbeat)
 	defer t.Stop()
 	for {
@@ -319,14 +319,14 @@ func (c *Client) Run(ctx context.Context, timeout time.Duration) {
 			return
 		case <-t.C:
 		}
-		if err := c.beat(ctx, timeout); err != nil && ctx.Err() == nil {
+		if err := c.beat(ctx); err != nil && ctx.Err() == nil {
 			c.cfg.Log.Warn("mooncake heartbeat failed", "segment", c.Name(), "err", err)
 		}
 	}
 }
 
-func (c *Client) beat(ctx context.Context, timeout time.Duration) error {
-	pctx, cancel := context.WithTimeout(ctx, timeout)
+func (c *Client) beat(ctx context.Context) error {
+	pctx, cancel := c.request(ctx)
 	resp, err := c.store.Ping(pctx, c.clientID)
 	cancel()
 	if err != nil {
@@ -335,7 +335,7 @@ func (c *Client) beat(ctx context.Context, timeout time.Duration) error {
 	if resp.ClientStatus != api.ClientNeedRemount || c.cfg.Remount == RemountNone {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
+	rctx, cancel := c.request(ctx)
 	err = c.store.ReMountSegment(rctx, c.clientID, []api.Segment{c.segment})
 	cancel()
 	if err != nil {
@@ -348,10 +348,10 @@ func (c *Client) beat(ctx context.Context, timeout time.Duration) error {
 	var errs []error
 	// Re-publishing an unchanged rpc_meta is "metadata unchanged" on the cpp server, a refusal on
 	// the python one: log it, as the real client's warning does, and keep the registration.
-	if err := c.putRPCMeta(ctx, timeout); err != nil && !client.IsDuplicate(err) {
+	if err := c.putRPCMeta(ctx); err != nil && !client.IsDuplicate(err) {
 		errs = append(errs, err)
 	}
-	if err := c.putRAM(ctx, timeout); err != nil {
+	if err := c.putRAM(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	c.countRemount()
@@ -382,5 +382,5 @@ func (c *Client) Close(ctx context.Context) error {
 	if err != nil {
 		err = fmt.Errorf("mooncake close %s: unmount: %w", c.Name(), err)
 	}
-	return errors.Join(err, c.deleteKeys(ctx, c.cfg.RequestTimeout))
+	return errors.Join(err, c.deleteKeys(ctx))
 }

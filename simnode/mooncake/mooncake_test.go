@@ -190,7 +190,7 @@ func TestFixedPortIsNotRedrawn(t *testing.T) {
 func TestHeartbeatRemounts(t *testing.T) {
 	s, c := startStore(t, fakestore.FlavorCPP)
 	registered := make(chan int, 8)
-	mc, err := Setup(ctxT(t), c, Config{LocalHostname: "h", Rand: seeded(5), Heartbeat: 20 * time.Millisecond,
+	mc, err := Setup(ctxT(t), c, Config{LocalHostname: "h", Rand: seeded(5), Heartbeat: 20 * time.Millisecond, RequestTimeout: bound,
 		OnRegistered: func(n int) { registered <- n }})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestHeartbeatRemounts(t *testing.T) {
 	wait(0)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { mc.Run(ctx, bound); close(done) }()
+	go func() { mc.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	wait(1) // the first ping's NEED_REMOUNT
 
@@ -278,13 +278,13 @@ func TestRemountRules(t *testing.T) {
 	} {
 		t.Run(tc.remount, func(t *testing.T) {
 			s, c := startStore(t, fakestore.FlavorCPP)
-			mc, err := Setup(ctxT(t), c, Config{LocalHostname: "h", Rand: seeded(7), Heartbeat: 10 * time.Millisecond, Remount: tc.remount})
+			mc, err := Setup(ctxT(t), c, Config{LocalHostname: "h", Rand: seeded(7), Heartbeat: 10 * time.Millisecond, Remount: tc.remount, RequestTimeout: bound})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
-			go func() { mc.Run(ctx, bound); close(done) }()
+			go func() { mc.Run(ctx); close(done) }()
 			defer func() { cancel(); <-done }()
 			resp, err := c.Events(ctxT(t), 0, 0)
 			if err != nil {
@@ -341,7 +341,7 @@ func TestEachRequestHasItsOwnBound(t *testing.T) {
 	if took := time.Since(began); took <= perRequest {
 		t.Fatalf("Setup took %s: the latency fault did not delay its requests, and the test shows nothing", took)
 	}
-	if err := mc.Beat(ctxT(t), perRequest); err != nil {
+	if err := mc.Beat(ctxT(t)); err != nil {
 		t.Errorf("the first heartbeat (a Ping answered NEED_REMOUNT, then the remount and both keys): %v", err)
 	}
 }
