@@ -72,8 +72,12 @@ type hsWaiter struct {
 
 // seqRequest and seqReply are the sequencer's line protocol.
 type seqRequest struct {
-	Op string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all, addr-turn, addr-bound, reach, reached, reach-quit
-	ID string `json:"id,omitempty"`
+	// Tag is the client's number for a request it awaits an answer to; the answer carries it back,
+	// so that answers reach the wait that asked, whatever order they come in, and an answer to a
+	// wait that gave up is dropped instead of being taken for the next one.
+	Tag uint64 `json:"tag,omitempty"`
+	Op  string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all, addr-turn, addr-bound, reach, reached, reach-quit
+	ID  string `json:"id,omitempty"`
 	// Addr names the rendezvous address of reach, reached and reach-quit.
 	Addr string `json:"addr,omitempty"`
 	// Stage names the address stage of addr-turn and addr-bound.
@@ -81,8 +85,11 @@ type seqRequest struct {
 }
 
 type seqReply struct {
-	Turn    int  `json:"turn,omitempty"`
-	Serving bool `json:"serving,omitempty"`
+	// Tag is the request's (seqRequest.Tag); 0 on the error that answers a line the sequencer could
+	// not read, after which it closes the connection.
+	Tag     uint64 `json:"tag,omitempty"`
+	Turn    int    `json:"turn,omitempty"`
+	Serving bool   `json:"serving,omitempty"`
 	// HandshakesBound answers hs-all.
 	HandshakesBound bool `json:"handshakes_bound,omitempty"`
 	// Lead and Reached answer reach: keep trying the address yourself, or another process of the
@@ -190,31 +197,35 @@ func (s *sequencer) serve(c net.Conn) {
 			reply(seqReply{Error: fmt.Sprintf("bad request %q: %v", sc.Text(), err)})
 			return
 		}
+		answer := func(r seqReply) {
+			r.Tag = req.Tag
+			reply(r)
+		}
 		s.mu.Lock()
 		switch {
 		case req.Op == "hello":
 			if _, planned := s.parent[req.ID]; !planned || id != "" {
 				s.mu.Unlock()
-				reply(seqReply{Error: fmt.Sprintf("hello from %q: not a planned process of this host, or a second hello", req.ID)})
+				answer(seqReply{Error: fmt.Sprintf("hello from %q: not a planned process of this host, or a second hello", req.ID)})
 				return
 			}
 			id = req.ID
 			s.hello[id] = true
 		case id == "":
 			s.mu.Unlock()
-			reply(seqReply{Error: fmt.Sprintf("%s before hello", req.Op)})
+			answer(seqReply{Error: fmt.Sprintf("%s before hello", req.Op)})
 			return
 		case req.Op == "turn":
 			if !s.isBind[id] {
 				s.mu.Unlock()
-				reply(seqReply{Error: fmt.Sprintf("%s asked for a bind turn but its plan binds nothing", id)})
+				answer(seqReply{Error: fmt.Sprintf("%s asked for a bind turn but its plan binds nothing", id)})
 				return
 			}
 			ch := make(chan int, 1)
 			s.turns[id] = ch
 			go func() {
 				if t, ok := <-ch; ok {
-					reply(seqReply{Turn: t})
+					answer(seqReply{Turn: t})
 				}
 			}()
 		case req.Op == "bound":
@@ -222,7 +233,7 @@ func (s *sequencer) serve(c net.Conn) {
 		case req.Op == "hs-turn" || req.Op == "hs-all":
 			if !s.hsIsBind[id] {
 				s.mu.Unlock()
-				reply(seqReply{Error: fmt.Sprintf("%s asked for %s but its plan binds no handshake", id, req.Op)})
+				answer(seqReply{Error: fmt.Sprintf("%s asked for %s but its plan binds no handshake", id, req.Op)})
 				return
 			}
 			if req.Op == "hs-turn" {
@@ -230,7 +241,7 @@ func (s *sequencer) serve(c net.Conn) {
 				s.hsTurns[id] = ch
 				go func() {
 					if t, ok := <-ch; ok {
-						reply(seqReply{Turn: t})
+						answer(seqReply{Turn: t})
 					}
 				}()
 				break
@@ -239,14 +250,14 @@ func (s *sequencer) serve(c net.Conn) {
 			s.hsWaiters = append(s.hsWaiters, w)
 			go func() {
 				<-w.ch
-				reply(seqReply{HandshakesBound: true})
+				answer(seqReply{HandshakesBound: true})
 			}()
 		case req.Op == "hs-bound":
 			s.hsBound[id] = true
 		case req.Op == "addr-turn" || req.Op == "addr-bound":
-			if e := s.addrOpLocked(id, req, reply); e != "" {
+			if e := s.addrOpLocked(id, req, answer); e != "" {
 				s.mu.Unlock()
-				reply(seqReply{Error: e})
+				answer(seqReply{Error: e})
 				return
 			}
 		case req.Op == "serving":
@@ -254,10 +265,10 @@ func (s *sequencer) serve(c net.Conn) {
 			s.serving = append(s.serving, ch)
 			go func() {
 				<-ch
-				reply(seqReply{Serving: true})
+				answer(seqReply{Serving: true})
 			}()
 		case req.Op == "reach":
-			s.reachLocked(id, req.Addr, reply)
+			s.reachLocked(id, req.Addr, answer)
 		case req.Op == "reached":
 			s.reachedLocked(req.Addr)
 		case req.Op == "reach-quit":
@@ -268,7 +279,7 @@ func (s *sequencer) serve(c net.Conn) {
 			}
 		default:
 			s.mu.Unlock()
-			reply(seqReply{Error: fmt.Sprintf("unknown op %q", req.Op)})
+			answer(seqReply{Error: fmt.Sprintf("unknown op %q", req.Op)})
 			return
 		}
 		s.advanceLocked()
@@ -422,11 +433,18 @@ func (s *sequencer) close() {
 	s.wg.Wait()
 }
 
-// seqClient is a process's connection to its host's sequencer.
+// seqClient is a process's connection to its host's sequencer. Its waits may overlap: each
+// request it awaits carries a tag, and one reader hands every answer to the wait with that tag.
 type seqClient struct {
 	conn net.Conn
-	r    *bufio.Scanner
 	wmu  sync.Mutex
+
+	mu      sync.Mutex
+	tag     uint64
+	pending map[uint64]chan seqReply
+	// done is closed when the connection ends; err says why.
+	done chan struct{}
+	err  error
 }
 
 func dialSequencer(path, id string) (*seqClient, error) {
@@ -437,12 +455,50 @@ func dialSequencer(path, id string) (*seqClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to bind sequencer %s: %w", path, err)
 	}
-	c := &seqClient{conn: conn, r: bufio.NewScanner(conn)}
+	c := &seqClient{conn: conn, pending: map[uint64]chan seqReply{}, done: make(chan struct{})}
+	go c.read()
 	if err := c.send(seqRequest{Op: "hello", ID: id}); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// read hands each answer to the wait that asked for it, until the connection ends. An answer
+// nobody waits for any more (its wait ran out) is dropped.
+func (c *seqClient) read() {
+	sc := bufio.NewScanner(c.conn)
+	var why error
+	for sc.Scan() {
+		var rep seqReply
+		if err := json.Unmarshal(sc.Bytes(), &rep); err != nil {
+			why = fmt.Errorf("unreadable answer %q: %w", sc.Text(), err)
+			c.conn.Close()
+			break
+		}
+		if rep.Tag == 0 {
+			// The sequencer could not read a request; it closes the connection next.
+			why = errors.New(rep.Error)
+			continue
+		}
+		c.mu.Lock()
+		ch := c.pending[rep.Tag]
+		delete(c.pending, rep.Tag)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- rep
+		}
+	}
+	if why == nil {
+		why = sc.Err()
+	}
+	if why == nil {
+		why = errors.New("the sequencer closed the connection")
+	}
+	c.mu.Lock()
+	c.err = why
+	c.mu.Unlock()
+	close(c.done)
 }
 
 func (c *seqClient) send(r seqRequest) error {
@@ -455,27 +511,40 @@ func (c *seqClient) send(r seqRequest) error {
 	return nil
 }
 
-// await sends r and waits for the answer, bounded by ctx and bound.
+// await sends r and waits for its answer, bounded by ctx and bound.
 func (c *seqClient) await(ctx context.Context, r seqRequest, bound time.Duration) (seqReply, error) {
+	ch := make(chan seqReply, 1)
+	c.mu.Lock()
+	c.tag++
+	r.Tag = c.tag
+	c.pending[r.Tag] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, r.Tag)
+		c.mu.Unlock()
+	}()
 	if err := c.send(r); err != nil {
 		return seqReply{}, err
 	}
-	c.conn.SetReadDeadline(time.Now().Add(bound))
-	stop := context.AfterFunc(ctx, func() { c.conn.SetReadDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if !c.r.Scan() {
-		if ctx.Err() != nil {
-			return seqReply{}, ctx.Err()
-		}
-		err := c.r.Err()
-		if err == nil {
-			err = errors.New("sequencer closed the connection")
-		}
-		return seqReply{}, fmt.Errorf("bind sequencer %s: no answer within %v: %w", r.Op, bound, err)
-	}
+	t := time.NewTimer(bound)
+	defer t.Stop()
 	var rep seqReply
-	if err := json.Unmarshal(c.r.Bytes(), &rep); err != nil {
-		return rep, fmt.Errorf("bind sequencer %s: answer %q: %w", r.Op, c.r.Text(), err)
+	select {
+	case rep = <-ch:
+	case <-ctx.Done():
+		return seqReply{}, ctx.Err()
+	case <-t.C:
+		return seqReply{}, fmt.Errorf("bind sequencer %s: no answer within %v", r.Op, bound)
+	case <-c.done:
+		select {
+		case rep = <-ch: // answered just before the end
+		default:
+			c.mu.Lock()
+			err := c.err
+			c.mu.Unlock()
+			return seqReply{}, fmt.Errorf("bind sequencer %s: no answer: %w", r.Op, err)
+		}
 	}
 	if rep.Error != "" {
 		return rep, fmt.Errorf("bind sequencer %s: %s", r.Op, rep.Error)

@@ -1,8 +1,11 @@
 package simnode
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -231,5 +234,91 @@ func TestHandshakeBindsFollowPlanOrder(t *testing.T) {
 	}
 	if _, err := hello(t, s, "a/e0").HandshakeTurn(context.Background(), seqBound); err == nil {
 		t.Fatal("a process whose plan binds no handshake got a handshake turn")
+	}
+}
+
+// TestAnswersReachTheWaitThatAsked: a process's waits on the sequencer may overlap, and the
+// sequencer answers in the order things happen on the host, not in the order it was asked; an
+// answer to a wait that gave up may still come. Each answer carries its request's tag, and goes
+// to the wait that asked or, when none waits for it any more, nowhere.
+func TestAnswersReachTheWaitThatAsked(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := dialSequencer(path, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	turn, hsTurn := make(chan int, 1), make(chan int, 1)
+	ask := func(f func(context.Context, time.Duration) (int, error), out chan<- int) {
+		n, err := f(context.Background(), seqBound)
+		if err != nil {
+			t.Error(err)
+		}
+		out <- n
+	}
+	go ask(c.Turn, turn)
+	go ask(c.HandshakeTurn, hsTurn)
+	sc := bufio.NewScanner(conn)
+	tags := map[string]uint64{}
+	for len(tags) < 2 && sc.Scan() {
+		var req seqRequest
+		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
+			t.Fatal(err)
+		}
+		if req.Op == "hello" {
+			continue
+		}
+		if req.Tag == 0 {
+			t.Fatalf("%s awaits an answer but carries no tag", req.Op)
+		}
+		tags[req.Op] = req.Tag
+	}
+	if tags["turn"] == tags["hs-turn"] {
+		t.Fatalf("two waits share tag %d", tags["turn"])
+	}
+	enc := json.NewEncoder(conn)
+	// A late answer to a wait that gave up, then the two answers in the opposite order.
+	for _, rep := range []seqReply{{Tag: tags["turn"] + tags["hs-turn"], Turn: 99}, {Tag: tags["hs-turn"], Turn: 5}, {Tag: tags["turn"], Turn: 3}} {
+		if err := enc.Encode(rep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := <-turn; n != 3 {
+		t.Errorf("Turn got %d, want 3", n)
+	}
+	if n := <-hsTurn; n != 5 {
+		t.Errorf("HandshakeTurn got %d, want 5", n)
+	}
+}
+
+// TestSequencerAnswersCarryTheirRequestsTag: the sequencer's side of the tags.
+func TestSequencerAnswersCarryTheirRequestsTag(t *testing.T) {
+	s := startSequencer(t, &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{binder("a", 1)}})
+	conn, err := net.Dial("unix", s.ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("{\"op\":\"hello\",\"id\":\"a\"}\n{\"tag\":41,\"op\":\"turn\"}\n")); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(seqBound))
+	var rep seqReply
+	if err := json.NewDecoder(conn).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Tag != 41 || rep.Turn != 1 {
+		t.Fatalf("answer %+v, want tag 41 and turn 1", rep)
 	}
 }
