@@ -1,14 +1,10 @@
 package simnode_test
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/widetp/widetp/internal/procfs"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/simnode"
 )
@@ -66,18 +62,18 @@ func BenchmarkWorkerRSS(b *testing.B) {
 	h := hostEnv{name: "bench1", ip: "127.0.0.13", hosts: "bench1=127.0.0.13"}
 	n := startNode(b, h, benchNode(s, h))
 	defer n.stop()
-	var maxKiB, sumKiB, sumPss, count int
+	var maxKiB, sumKiB, sumPss, count int64
 	for i := 0; i < b.N; i++ {
 		recs := s.waitRecords(b, "10 processes ready", allReady(10))
 		for _, r := range recs {
 			if r.Role != report.RoleWorker {
 				continue
 			}
-			kib, err := vmRSS(r.PID)
+			kib, err := procfs.RSS(r.PID)
 			if err != nil {
 				b.Fatal(err)
 			}
-			pss, err := procKiB(fmt.Sprintf("/proc/%d/smaps_rollup", r.PID), "Pss:")
+			pss, err := procfs.Pss(r.PID)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -95,22 +91,4 @@ func BenchmarkWorkerRSS(b *testing.B) {
 	if maxKiB > target {
 		b.Errorf("a worker holds %d KiB resident, over the %d KiB target", maxKiB, target)
 	}
-}
-
-func vmRSS(pid int) (int, error) { return procKiB(fmt.Sprintf("/proc/%d/status", pid), "VmRSS:") }
-
-// procKiB reads a "<field> <n> kB" line of a /proc file.
-func procKiB(path, field string) (int, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
-			return strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-		}
-	}
-	return 0, fmt.Errorf("no %s in %s", field, path)
 }

@@ -99,21 +99,9 @@ func sample(tag []byte, ours map[int]bool) (float64, int) {
 			}
 			ours[pid] = true
 		}
-		b, err := os.ReadFile(dir + "/smaps_rollup")
-		if err != nil {
-			continue
-		}
-		for _, line := range bytes.Split(b, []byte("\n")) {
-			if v, ok := bytes.CutPrefix(line, []byte("Pss:")); ok {
-				f := bytes.Fields(v)
-				if len(f) > 0 {
-					if x, err := strconv.ParseInt(string(f[0]), 10, 64); err == nil {
-						kb += x
-						n++
-					}
-				}
-				break
-			}
+		if pss, err := procfs.Pss(pid); err == nil {
+			kb += pss
+			n++
 		}
 	}
 	return float64(kb) / 1024, n

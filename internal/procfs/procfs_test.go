@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,5 +94,32 @@ func TestReadAndAllSeeAChild(t *testing.T) {
 	cmd.Wait()
 	if _, err := Read(cmd.Process.Pid); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("Read of a reaped child: %v, want an error wrapping os.ErrNotExist", err)
+	}
+}
+
+// TestMemoryOfThisProcess: Pss and RSS read this test's own process; what it holds resident
+// includes what it just touched, and its proportional share never exceeds what it holds.
+func TestMemoryOfThisProcess(t *testing.T) {
+	held := make([]byte, 8<<20)
+	for i := range held {
+		held[i] = 1
+	}
+	rss, err := RSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pss, err := Pss(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss < 8<<10 {
+		t.Errorf("RSS %d KiB, less than the 8 MiB just touched", rss)
+	}
+	if pss <= 0 || pss > rss {
+		t.Errorf("Pss %d KiB, want in (0, RSS %d KiB]", pss, rss)
+	}
+	runtime.KeepAlive(held)
+	if _, err := Pss(-1); err == nil {
+		t.Error("the Pss of a process that cannot exist read without an error")
 	}
 }
