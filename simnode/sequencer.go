@@ -85,8 +85,9 @@ type seqRequest struct {
 }
 
 type seqReply struct {
-	// Tag is the request's (seqRequest.Tag); 0 on the error that answers a line the sequencer could
-	// not read, after which it closes the connection.
+	// Tag is the request's (seqRequest.Tag). It is 0 on an error that answers a request nobody
+	// awaits (a refused hello) or a line the sequencer could not read; the sequencer closes the
+	// connection after either.
 	Tag     uint64 `json:"tag,omitempty"`
 	Turn    int    `json:"turn,omitempty"`
 	Serving bool   `json:"serving,omitempty"`
@@ -477,7 +478,8 @@ func (c *seqClient) read() {
 			break
 		}
 		if rep.Tag == 0 {
-			// The sequencer could not read a request; it closes the connection next.
+			// An untagged error (a refused hello, an unreadable line): the sequencer closes the
+			// connection next, and every wait ends with this error.
 			why = errors.New(rep.Error)
 			continue
 		}
