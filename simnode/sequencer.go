@@ -443,7 +443,7 @@ type seqClient struct {
 	mu      sync.Mutex
 	tag     uint64
 	pending map[uint64]chan seqReply
-	// done is closed when the connection ends; err says why.
+	// done is closed when the connection ends; err, written before, says why.
 	done chan struct{}
 	err  error
 }
@@ -497,9 +497,7 @@ func (c *seqClient) read() {
 	if why == nil {
 		why = errors.New("the sequencer closed the connection")
 	}
-	c.mu.Lock()
 	c.err = why
-	c.mu.Unlock()
 	close(c.done)
 }
 
@@ -542,10 +540,7 @@ func (c *seqClient) await(ctx context.Context, r seqRequest, bound time.Duration
 		select {
 		case rep = <-ch: // answered just before the end
 		default:
-			c.mu.Lock()
-			err := c.err
-			c.mu.Unlock()
-			return seqReply{}, fmt.Errorf("bind sequencer %s: no answer: %w", r.Op, err)
+			return seqReply{}, fmt.Errorf("bind sequencer %s: no answer: %w", r.Op, c.err)
 		}
 	}
 	if rep.Error != "" {
