@@ -28,6 +28,7 @@ type Server struct {
 
 	events *eventLog
 	faults *faultSet
+	gate   *startGate
 
 	lns     map[api.Plane]net.Listener
 	servers map[api.Plane]*http.Server
@@ -53,6 +54,7 @@ func New(cfg Config) (*Server, error) {
 		reg:    newRegistry(),
 		events: newEventLog(),
 		faults: &faultSet{},
+		gate:   newStartGate(),
 		stop:   make(chan struct{}),
 		conns:  map[net.Conn]http.ConnState{},
 	}
@@ -293,8 +295,8 @@ func (s *Server) Handler(listener api.Plane) http.Handler {
 		x := &exchange{ResponseWriter: w, peer: peerIP(r.RemoteAddr)}
 		if plane == api.PlaneTest {
 			s.serveTest(x, r)
-			// The long poll is not logged: a logged poll would wake every other poller.
-			if !(r.Method == http.MethodGet && r.URL.Path == api.TestPrefix+"events") {
+			// The long polls are not logged: a logged poll would wake every other poller.
+			if !(r.Method == http.MethodGet && (r.URL.Path == api.TestPrefix+"events" || r.URL.Path == api.TestPrefix+"gate")) {
 				s.record(plane, x, r)
 			}
 			return

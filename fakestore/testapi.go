@@ -2,10 +2,12 @@ package fakestore
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +27,9 @@ import (
 //	GET    /_widetp/registrations  {"registrations":[...],"duplicates":[...]}
 //	GET    /_widetp/events         ?since=<seq>&wait=<duration>: api.EventsResponse, long-polled
 //	GET    /_widetp/snapshot       api.Snapshot
-//	POST   /_widetp/reset          forget everything (state, records, events, faults)
+//	GET    /_widetp/gate           ?wait=<duration>: api.GateResponse, long-polled until the gate opens
+//	POST   /_widetp/gate           open the start gate (api.GateResponse: open)
+//	POST   /_widetp/reset          forget everything (state, records, events, faults; closes the gate)
 //	POST   /_widetp/sweep          expire clients whose TTL has passed, now
 //	GET    /_widetp/faults         active faults
 //	POST   /_widetp/faults         add one api.Fault (JSON); answers it with its id (201)
@@ -34,6 +38,20 @@ import (
 func writeTestError(x *exchange, status int, format string, args ...any) {
 	x.detail = fmt.Sprintf(format, args...)
 	writeJSON(x, status, api.ErrorBody{Error: x.detail})
+}
+
+// waitParam reads a long poll's ?wait= (none is 0: answer at once); a bad one is answered 400.
+func waitParam(x *exchange, q url.Values) (time.Duration, bool) {
+	v := q.Get("wait")
+	if v == "" {
+		return 0, true
+	}
+	wait, err := time.ParseDuration(v)
+	if err != nil || wait < 0 {
+		writeTestError(x, http.StatusBadRequest, "wait=%q: want a duration like 5s", v)
+		return 0, false
+	}
+	return wait, true
 }
 
 func (s *Server) serveTest(x *exchange, r *http.Request) {
@@ -140,13 +158,9 @@ func (s *Server) serveTest(x *exchange, r *http.Request) {
 				return
 			}
 		}
-		var wait time.Duration
-		if v := q.Get("wait"); v != "" {
-			wait, err = time.ParseDuration(v)
-			if err != nil || wait < 0 {
-				writeTestError(x, http.StatusBadRequest, "wait=%q: want a duration like 5s", v)
-				return
-			}
+		wait, ok := waitParam(x, q)
+		if !ok {
+			return
 		}
 		evs, last := s.events.wait(r.Context(), since, wait)
 		if evs == nil {
@@ -164,6 +178,23 @@ func (s *Server) serveTest(x *exchange, r *http.Request) {
 		}
 		s.Reset()
 		writeJSON(x, http.StatusOK, struct{}{})
+	case "gate":
+		if !allow(http.MethodGet, http.MethodPost) {
+			return
+		}
+		if r.Method == http.MethodPost {
+			x.detail = "already open"
+			if s.OpenGate() {
+				x.detail = "opened"
+			}
+			writeJSON(x, http.StatusOK, api.GateResponse{Open: true})
+			return
+		}
+		wait, ok := waitParam(x, q)
+		if !ok {
+			return
+		}
+		writeJSON(x, http.StatusOK, api.GateResponse{Open: s.gate.wait(r.Context(), wait, s.stop)})
 	case "sweep":
 		if !allow(http.MethodPost) {
 			return
@@ -324,8 +355,14 @@ func (s *Server) LoseKeys(segment, peer string) {
 		Detail: "keys: " + strings.Join(lost, " ")})
 }
 
-// Reset forgets everything: state, registrations, reports, faults and stored events. Sequence
-// numbers keep growing, so a waiter's since stays meaningful.
+// OpenGate opens the start gate (api.GateResponse) and reports whether it was closed until now.
+func (s *Server) OpenGate() bool { return s.gate.openGate() }
+
+// GateOpen reports whether the start gate is open.
+func (s *Server) GateOpen() bool { return s.gate.wait(context.Background(), 0, nil) }
+
+// Reset forgets everything: state, registrations, reports, faults and stored events, and closes
+// the start gate. Sequence numbers keep growing, so a waiter's since stays meaningful.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	s.meta = newMetaStore()
@@ -333,6 +370,7 @@ func (s *Server) Reset() {
 	s.reg = newRegistry()
 	s.mu.Unlock()
 	s.faults.clear()
+	s.gate.close()
 	s.events.reset()
 	s.events.append(api.Event{Time: s.clock.Now(), Plane: api.PlaneStore, Op: "reset"})
 }

@@ -42,8 +42,11 @@ type Cluster struct {
 }
 
 // StartCluster starts the fake store of s (its flavor) and every node of s on rt in one round,
-// each node running `widetp node` with its config, and returns once every host printed its ready
-// line. On error
+// each node running `widetp node` with its config, waits until every host printed its ready line,
+// then opens the store's start gate: the nodes wait there before they start any process, so the
+// processes of all hosts start together once the runtime is done starting hosts (a Docker engine
+// starts a round's containers a few at a time: without the gate, the processes of the first hosts
+// would idle, heartbeats and all, through the start of the last ones). On error
 // the cluster is returned with it whenever anything started, so that the caller can Close it (and
 // write its artifacts first): a node that died early carries its last log lines in the error.
 // The cluster owns rt from here on: Close closes it.
@@ -86,6 +89,12 @@ func StartCluster(ctx context.Context, s *scenarios.Scenario, rt Runtime, opts .
 		err = serr
 	}
 	if err != nil {
+		return c, fmt.Errorf("start cluster %s: %w", s.Name, err)
+	}
+	c.progressf("every host is up: opening the start gate")
+	gctx, cancel := context.WithTimeout(ctx, c.cfg.timeouts.Store)
+	defer cancel()
+	if err := c.client.OpenGate(gctx); err != nil {
 		return c, fmt.Errorf("start cluster %s: %w", s.Name, err)
 	}
 	return c, nil

@@ -51,17 +51,19 @@ type NodeTimeouts struct {
 // whose peer never comes (rendezvous-failed) costs the rendezvous bound, and the suite runs it on
 // two shared cores next to others.
 const (
-	// rendezvousBase covers the spread of node starts: containers start concurrently, but under a
-	// parallel suite on 2 cores one node can come up seconds after its peers. 10 s is several
-	// times the worst spread seen, and still cheap for the scenarios that wait it out.
+	// rendezvousBase covers the spread of process starts: the start gate lets every host's
+	// processes go at once, but under a parallel suite on 2 cores one node's processes can come up
+	// seconds after its peers'. 10 s is several times the worst spread seen, and still cheap for
+	// the scenarios that wait it out.
 	rendezvousBase = 10 * time.Second
 	// rendezvousPerGPU adds for the processes that start before the last member joins: about one
 	// simulated process per GPU, each a fork and exec plus a store post (~20 ms of a shared core).
 	rendezvousPerGPU = 20 * time.Millisecond
-	// rendezvousPerHost adds for the engine's pace: Docker starts a round's containers a few at a
-	// time, about 0.6 s a host on 2 cores with nothing else running (the benchmark's floor) and
-	// slower while the early hosts' processes run, so the last member of a rendezvous can start
-	// that much after the first (at 17 hosts a healthy DP handshake timed out after 13 s).
+	// rendezvousPerHost adds for the node programs that start those processes: past the start
+	// gate every host starts its process tree at once, and at 64 hosts the burst of some 700
+	// process starts keeps both cores busy for tens of seconds, so the last member of a
+	// rendezvous can start that much after the first (before the gate, at 17 hosts, a healthy DP
+	// handshake timed out after 13 s while the engine still started containers).
 	rendezvousPerHost = time.Second
 	// lookupBase is simnode's default: a local ipc round trip takes well under a millisecond, so
 	// 2 s without an answer means no server, not a slow one — on an idle machine. lookupPerGPU adds
@@ -215,6 +217,8 @@ func nodeSpec(s *scenarios.Scenario, n scenarios.Node, t NodeTimeouts, plan *vll
 			Store: nodeapi.Duration(t.Store), StoreStart: nodeapi.Duration(t.StoreStart),
 		},
 		Plan: plan,
+		// StartCluster opens the gate once the runtime has brought up every host.
+		Gate: true,
 	}
 	for _, m := range s.Nodes {
 		cfg.Deployment = append(cfg.Deployment, nodeapi.DeploymentNode{Host: m.Host, GPUs: m.GPUs, Env: s.Environ(m), Commands: m.Commands})

@@ -71,6 +71,9 @@ var _ = Describe("a cluster on the local runtime", Label("local", "cluster"), fu
 
 	It("settles on the nodes' own status and reports what they observed, artifacts and all", func(ctx SpecContext) {
 		c := start(ctx, colocatedScenario("pre-48061"))
+		open, err := c.Store().Gate(ctx, 0)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(open).To(BeTrue(), "StartCluster opens the start gate the nodes wait at")
 		Expect(c.Settle(ctx)).To(Succeed())
 		rep, err := c.Report(ctx)
 		Expect(err).NotTo(HaveOccurred())

@@ -1,7 +1,8 @@
 // Package harness runs a widetp scenario for real and judges it: the fake Mooncake store and one
 // simulated vLLM node per scenario node, started in one round on a runtime — Docker (one FROM
 // scratch container per host on a network of the run's own) or local (one process tree per host,
-// with its own loopback address and /tmp) — then waits until every node has settled, reads what
+// with its own loopback address and /tmp) — then opens the store's start gate, so that the
+// processes of every host start together, waits until every node has settled, reads what
 // every simulated process reported, runs the checks, and tears everything down.
 //
 // Most callers need one call, Run, which owns the whole recipe (runtime, cluster, settle, report,

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/widetp/widetp/fakestore/api"
 	"github.com/widetp/widetp/fakestore/client"
 	"github.com/widetp/widetp/internal/nodeapi"
 	"github.com/widetp/widetp/simnode/pace"
@@ -34,8 +35,9 @@ const (
 	ExitInfra = 3
 )
 
-// ReadyLine starts the line a node prints on stdout once every command's top process has
-// started (the harness waits for it): "simnode: node <host> up: <n> commands".
+// ReadyLine starts the line a node prints on stdout once the store answered and its plan is made,
+// before it waits at the start gate or starts any process (the harness waits for it, then opens
+// the gate): "simnode: node <host> up: <n> commands".
 const ReadyLine = nodeapi.NodeReady
 
 // NodeOptions are the parts of a node's run that are not its config.
@@ -148,6 +150,15 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 		log:      log,
 		expected: isTeardown,
 	})
+	fmt.Fprintf(opts.Stdout, "%s%s up: %d commands\n", ReadyLine, cfg.Host, len(plan.Commands))
+	if cfg.Gate {
+		if done, err := waitGate(ctx, store, cfg, sigs, log); done {
+			return ExitOK, nil
+		} else if err != nil {
+			return ExitInfra, fmt.Errorf("node %s: %w", cfg.Host, err)
+		}
+	}
+
 	var startErr error
 	started := 0
 	failedStart := map[string]bool{}
@@ -188,8 +199,6 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 	// A host whose processes a control request ended stays up, as the machine would, until the
 	// harness tears it down; without requests the node ends with its last process, as before.
 	controlled := false
-
-	fmt.Fprintf(opts.Stdout, "%s%s up: %d commands\n", ReadyLine, cfg.Host, started)
 
 	var bound <-chan time.Time
 	for len(fam.live()) > 0 || len(pending) > 0 || (controlled && !isTeardown()) {
@@ -374,6 +383,34 @@ func waitStore(ctx context.Context, store *client.Client, cfg *Config) error {
 			t.Stop()
 			return fmt.Errorf("store unreachable after %d attempts in %v: %w", attempts, bound, last)
 		}
+	}
+}
+
+// waitGate waits at the store's start gate (Config.Gate) until the harness opens it, for at most
+// the gate bound. done is true when the node was told to stop first (SIGTERM, SIGINT or ctx): it
+// started nothing, so it ends at once. A gate that stays shut is an error naming the bound.
+func waitGate(ctx context.Context, store *client.Client, cfg *Config, sigs <-chan os.Signal, log *slog.Logger) (done bool, err error) {
+	bound := time.Duration(cfg.Timeouts.Gate)
+	gctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	opened := make(chan error, 1)
+	go func() { opened <- store.WaitGate(gctx) }()
+	select {
+	case err := <-opened:
+		if err == nil {
+			return false, nil
+		}
+		if ctx.Err() != nil {
+			log.Info("stopped at the start gate", "reason", ctx.Err())
+			return true, nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) {
+			return false, fmt.Errorf("the start gate stayed shut for %v: no harness opened it (POST %sgate on the store)", bound, api.TestPrefix)
+		}
+		return false, fmt.Errorf("start gate: %w", err)
+	case s := <-sigs:
+		log.Info("stopped at the start gate", "signal", signalName(s.(syscall.Signal)))
+		return true, nil
 	}
 }
 

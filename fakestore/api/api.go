@@ -231,6 +231,14 @@ type EventsResponse struct {
 	LastSeq uint64 `json:"last_seq"`
 }
 
+// GateResponse answers GET and POST /_widetp/gate: whether the start gate is open. A harness
+// opens it once every host of its run is up; a node configured to wait there starts no process
+// before it opens, so that every host's processes start together, however long the runtime took
+// to bring the hosts up one after the other.
+type GateResponse struct {
+	Open bool `json:"open"`
+}
+
 // Registration is the history of one registered name: a metadata key (rpc_meta, ram, other) or a
 // mounted segment.
 type Registration struct {

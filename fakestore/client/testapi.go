@@ -115,6 +115,52 @@ func (c *Client) Snapshot(ctx context.Context) (api.Snapshot, error) {
 	return out, err
 }
 
+// OpenGate opens the store's start gate (api.GateResponse): the nodes waiting there start their
+// processes. Opening an open gate is a no-op, so the call is retried like an idempotent one.
+func (c *Client) OpenGate(ctx context.Context) error {
+	var out api.GateResponse
+	if err := c.sendJSON(ctx, http.MethodPost, api.TestPrefix+"gate", nil, http.StatusOK, &out, true); err != nil {
+		return fmt.Errorf("open the start gate: %w", err)
+	}
+	return nil
+}
+
+// Gate reports whether the start gate is open, waiting up to wait (the server caps it) for it to
+// open.
+func (c *Client) Gate(ctx context.Context, wait time.Duration) (bool, error) {
+	var out api.GateResponse
+	path := fmt.Sprintf("%sgate?wait=%s", api.TestPrefix, url.QueryEscape(wait.String()))
+	if err := c.getJSON(ctx, path, &out); err != nil {
+		return false, fmt.Errorf("wait at the start gate: %w", err)
+	}
+	return out.Open, nil
+}
+
+// WaitGate long-polls the start gate until it opens. ctx must carry a deadline: every wait in
+// this project is bounded.
+func (c *Client) WaitGate(ctx context.Context) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return errors.New("wait at the start gate: the context has no deadline")
+	}
+	for {
+		wait := min(time.Until(deadline), pollSlice)
+		if wait <= 0 {
+			return fmt.Errorf("wait at the start gate: %w", context.DeadlineExceeded)
+		}
+		open, err := c.Gate(ctx, wait)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("wait at the start gate: %w", ctx.Err())
+			}
+			return err
+		}
+		if open {
+			return nil
+		}
+	}
+}
+
 // Reset makes the store forget everything (state, records, events, faults).
 func (c *Client) Reset(ctx context.Context) error {
 	return c.sendJSON(ctx, http.MethodPost, api.TestPrefix+"reset", nil, http.StatusOK, nil, true)

@@ -49,7 +49,8 @@ const (
 // Ready lines: the start of the line each program prints on stdout once it is up. A runtime's
 // start waits for it.
 const (
-	// NodeReady is printed by `widetp node` once every command's top process has started.
+	// NodeReady is printed by `widetp node` once the store answered and its processes are planned,
+	// just before it waits at the start gate (Config.Gate) or, without one, starts them.
 	NodeReady = "simnode: node "
 	// StoreReady is printed by `widetp store` once every listener is up.
 	StoreReady = "fakestore: flavor="
@@ -121,6 +122,12 @@ type Config struct {
 	// each named address of a process between the moment the process learnt it (its probe) and
 	// its own bind, so a probe-then-bind race comes out the same on every run.
 	Steals []Steal `json:"steals,omitempty"`
+	// Gate makes the node wait at the store's start gate (GET /_widetp/gate) before it starts any
+	// process, for at most Timeouts.Gate. A harness opens the gate once the runtime has brought up
+	// every host of the run, so that the processes of all hosts start together, however far apart
+	// the runtime started the hosts themselves (a Docker engine starts a few containers at a
+	// time). A node started again later, by a restart step, finds the gate open.
+	Gate bool `json:"gate,omitempty"`
 }
 
 // Steal names the address a steal-port step takes: a channel of one process's addresses.
@@ -169,6 +176,9 @@ type Timeouts struct {
 	// Hang bounds a step that can spin for ever (vLLM's port allocators): after it, the process
 	// is reported hung (report.Process.Hung) and makes no further progress.
 	Hang Duration `json:"hang,omitempty"`
+	// Gate bounds the wait at the start gate (Config.Gate): the harness opens it once every host
+	// is up, so it covers the runtime's start of the whole run. Default: DefaultGateTimeout.
+	Gate Duration `json:"gate,omitempty"`
 }
 
 // Defaults of Timeouts.
@@ -187,6 +197,9 @@ const (
 	// allocator spins is reported hung before the peers waiting on it give up: a loop that
 	// binds a free port and rejects it thousands of times a second has had its chance by then.
 	DefaultHangTimeout = 2 * time.Second
+	// DefaultGateTimeout is far above the few minutes the slowest runtime takes to start a large
+	// run's hosts: a node only gives up at the gate when no harness will ever open it.
+	DefaultGateTimeout = 10 * time.Minute
 )
 
 // Duration is a time.Duration that reads and writes as a Go duration string.
@@ -226,6 +239,9 @@ func (t Timeouts) WithDefaults() Timeouts {
 	if t.StoreStart == 0 {
 		t.StoreStart = t.Store
 	}
+	if t.Gate == 0 {
+		t.Gate = Duration(DefaultGateTimeout)
+	}
 	return t
 }
 
@@ -248,7 +264,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %q is not an http:// URL", name, u))
 		}
 	}
-	for name, d := range map[string]Duration{"timeouts.rendezvous": c.Timeouts.Rendezvous, "timeouts.lookup": c.Timeouts.Lookup, "timeouts.store": c.Timeouts.Store, "timeouts.store_start": c.Timeouts.StoreStart} {
+	for name, d := range map[string]Duration{"timeouts.rendezvous": c.Timeouts.Rendezvous, "timeouts.lookup": c.Timeouts.Lookup, "timeouts.store": c.Timeouts.Store, "timeouts.store_start": c.Timeouts.StoreStart, "timeouts.gate": c.Timeouts.Gate} {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("%s %v must be positive", name, time.Duration(d)))
 		}
