@@ -3,6 +3,7 @@ package simnode_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,6 +90,7 @@ func descendants(t *testing.T, pid int) []int {
 // (simnode.ProcessTimerSlack) from its fork on: the Go runtime's monitor thread, which the slack
 // is for, is cloned from the process's first thread and inherits its slack (the kernel shows the
 // first thread's, in /proc/PID/timerslack_ns). The node program itself is the runtime's to start.
+// Every one also starts with glibc capped at one malloc arena (its threads would each make one).
 func TestEveryProcessHasTheTimerSlack(t *testing.T) {
 	o := deployment{profile: "main", model: moe, gpus: 2, hosts: wideTP(true, true)}.run(t)
 	want := strconv.FormatInt(simnode.ProcessTimerSlack.Nanoseconds(), 10)
@@ -102,6 +104,14 @@ func TestEveryProcessHasTheTimerSlack(t *testing.T) {
 			looked++
 			if got := strings.TrimSpace(string(b)); got != want {
 				t.Errorf("host %s: process %d: timer slack %s ns, want %s", name, pid, got, want)
+			}
+			// glibc reads its tunables from the environment the process started with.
+			env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(strings.Split(string(env), "\x00"), "GLIBC_TUNABLES=glibc.malloc.arena_max=1") {
+				t.Errorf("host %s: process %d runs without the one-arena tunable", name, pid)
 			}
 		}
 	}
