@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+
+	"github.com/widetp/widetp/internal/ellipsis"
 )
 
 // Entry is one file under the root.
@@ -86,10 +88,10 @@ func typeOf(m fs.FileMode) string {
 func Parse(b []byte) (Listing, error) {
 	var l Listing
 	if err := json.Unmarshal(b, &l); err != nil {
-		return Listing{}, fmt.Errorf("parse ipc dir listing %q: %w", truncate(string(b), 120), err)
+		return Listing{}, fmt.Errorf("parse ipc dir listing %q: %w", ellipsis.Cut(string(b), 120), err)
 	}
 	if l.Root == "" {
-		return Listing{}, fmt.Errorf("parse ipc dir listing %q: no root", truncate(string(b), 120))
+		return Listing{}, fmt.Errorf("parse ipc dir listing %q: no root", ellipsis.Cut(string(b), 120))
 	}
 	if l.Entries == nil {
 		l.Entries = []Entry{}
@@ -106,13 +108,6 @@ func (l Listing) Sockets() []string {
 		}
 	}
 	return out
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // Command is `widetp ipcls DIR`: it prints DIR's listing as JSON on stdout and returns the exit

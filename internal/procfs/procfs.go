@@ -9,6 +9,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/widetp/widetp/internal/ellipsis"
 )
 
 // Stat is what /proc/<pid>/stat says about one process.
@@ -40,25 +42,25 @@ func (s Stat) String() string { return fmt.Sprintf("%d (%s, state %c)", s.PID, s
 func Parse(line string) (Stat, error) {
 	open, end := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
 	if open < 0 || end < open {
-		return Stat{}, fmt.Errorf("parse /proc stat %q: no (command name)", truncate(line))
+		return Stat{}, fmt.Errorf("parse /proc stat %q: no (command name)", ellipsis.Cut(line, 80))
 	}
 	pid, err := strconv.Atoi(strings.TrimSpace(line[:open]))
 	if err != nil {
-		return Stat{}, fmt.Errorf("parse /proc stat %q: pid: %w", truncate(line), err)
+		return Stat{}, fmt.Errorf("parse /proc stat %q: pid: %w", ellipsis.Cut(line, 80), err)
 	}
 	// After ") " come state (field 3), ppid, pgrp, session (6), ..., starttime (22).
 	f := strings.Fields(line[end+1:])
 	if len(f) < 20 || len(f[0]) != 1 {
-		return Stat{}, fmt.Errorf("parse /proc stat %q: %d fields after the command name, want a state letter and at least 19 more", truncate(line), len(f))
+		return Stat{}, fmt.Errorf("parse /proc stat %q: %d fields after the command name, want a state letter and at least 19 more", ellipsis.Cut(line, 80), len(f))
 	}
 	st := Stat{PID: pid, Comm: line[open+1 : end], State: f[0][0]}
 	for i, p := range []*int{&st.PPID, &st.PGID, &st.SID} {
 		if *p, err = strconv.Atoi(f[i+1]); err != nil {
-			return Stat{}, fmt.Errorf("parse /proc stat %q: field %d: %w", truncate(line), i+4, err)
+			return Stat{}, fmt.Errorf("parse /proc stat %q: field %d: %w", ellipsis.Cut(line, 80), i+4, err)
 		}
 	}
 	if st.Start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
-		return Stat{}, fmt.Errorf("parse /proc stat %q: field 22 (start time): %w", truncate(line), err)
+		return Stat{}, fmt.Errorf("parse /proc stat %q: field 22 (start time): %w", ellipsis.Cut(line, 80), err)
 	}
 	return st, nil
 }
@@ -107,12 +109,4 @@ func All() ([]Stat, error) {
 		}
 	}
 	return out, nil
-}
-
-func truncate(s string) string {
-	const max = 80
-	if len(s) <= max {
-		return s
-	}
-	return s[:max] + "…"
 }

@@ -105,11 +105,3 @@ func Orphaned(labels map[string]string, alive func(Owner) bool) bool {
 	}
 	return !alive(o)
 }
-
-// Truncate cuts s to n bytes, marking the cut.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}

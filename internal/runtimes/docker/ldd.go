@@ -9,7 +9,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/widetp/widetp/internal/runtimes"
+	"github.com/widetp/widetp/internal/ellipsis"
 )
 
 // Linkage is what a binary needs at run time besides itself: the shared libraries and the dynamic
@@ -95,7 +95,7 @@ func ParseLdd(out string) (Linkage, error) {
 		return Linkage{}, errors.New("parse ldd output: says static and lists libraries")
 	}
 	if !l.Static && l.Loader == "" && len(l.Libs) == 0 {
-		return Linkage{}, fmt.Errorf("parse ldd output: no loader, no libraries and no 'not a dynamic executable' in %q", runtimes.Truncate(out, 200))
+		return Linkage{}, fmt.Errorf("parse ldd output: no loader, no libraries and no 'not a dynamic executable' in %q", ellipsis.Cut(out, 200))
 	}
 	// The loader usually appears once more as a library path; it is copied once.
 	if l.Loader != "" {
@@ -139,7 +139,7 @@ func lddLinkage(ctx context.Context, bin string) (Linkage, error) {
 		if !errors.As(err, &ee) {
 			return Linkage{}, fmt.Errorf("run ldd %s: %w (ldd is part of libc-bin)", bin, err)
 		}
-		return Linkage{}, fmt.Errorf("run ldd %s: %w: %s", bin, err, runtimes.Truncate(string(out), 500))
+		return Linkage{}, fmt.Errorf("run ldd %s: %w: %s", bin, err, ellipsis.Cut(string(out), 500))
 	}
 	return Linkage{}, fmt.Errorf("ldd %s: %w", bin, perr)
 }
