@@ -23,6 +23,11 @@ func kib(pid int, file, field string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	return kibField(b, path, field)
+}
+
+// kibField finds the "field  N kB" line in b, the content of path.
+func kibField(b []byte, path, field string) (int64, error) {
 	for line := range bytes.SplitSeq(b, []byte("\n")) {
 		v, ok := bytes.CutPrefix(line, []byte(field))
 		if !ok {
