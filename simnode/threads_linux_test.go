@@ -17,7 +17,7 @@ import (
 // the Go runtime's poller, never in a blocking read(2) of its stdin or a waitid(2): either holds an
 // OS thread for the whole life of the process, and a 64-node run has 608 of them on two cores
 // (simnode/sysproc_linux.go). Every thread of every process of a running wide-TP replica is
-// looked at where it is blocked, in /proc/PID/task/TID/syscall.
+// looked at where it is blocked (procfs.Calls, from /proc/PID/task/TID/syscall).
 func TestProcessesWaitForControlAndChildrenWithoutAThread(t *testing.T) {
 	o := deployment{profile: "main", model: moe, gpus: 2, hosts: wideTP(true, true)}.run(t)
 	looked, parents := 0, 0
@@ -27,25 +27,16 @@ func TestProcessesWaitForControlAndChildrenWithoutAThread(t *testing.T) {
 			if len(descendants(t, pid)) > 0 {
 				parents++
 			}
-			tasks, err := os.ReadDir(filepath.Join("/proc", strconv.Itoa(pid), "task"))
+			calls, err := procfs.Calls(pid)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, task := range tasks {
-				b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "task", task.Name(), "syscall"))
-				if err != nil {
-					continue // the thread ended
-				}
-				f := strings.Fields(string(b))
-				if len(f) < 2 {
-					continue // running, not in a system call
-				}
-				nr, _ := strconv.Atoi(f[0])
+			for _, c := range calls {
 				switch {
-				case nr == syscall.SYS_WAITID:
-					t.Errorf("host %s: process %d has thread %s blocked in waitid(2)", name, pid, task.Name())
-				case nr == syscall.SYS_READ && f[1] == "0x0":
-					t.Errorf("host %s: process %d has thread %s blocked reading its stdin", name, pid, task.Name())
+				case c.NR == syscall.SYS_WAITID:
+					t.Errorf("host %s: process %d has thread %d blocked in waitid(2)", name, pid, c.TID)
+				case c.NR == syscall.SYS_READ && c.Arg0 == 0:
+					t.Errorf("host %s: process %d has thread %d blocked reading its stdin", name, pid, c.TID)
 				}
 			}
 		}

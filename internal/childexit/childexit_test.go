@@ -7,12 +7,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/widetp/widetp/internal/procfs"
 	"golang.org/x/sys/unix"
 )
 
@@ -55,7 +53,7 @@ func TestWaitLeavesTheExitToBeReaped(t *testing.T) {
 }
 
 // Waiting on 16 children holds no thread of this process in waitid(2): every thread is looked at
-// in /proc/self/task/TID/syscall, again and again, until the children are let go.
+// (procfs.Calls), again and again, until the children are let go.
 func TestWaitHoldsNoThreadInWaitid(t *testing.T) {
 	var cmds []*exec.Cmd
 	var inputs []io.Closer
@@ -66,17 +64,13 @@ func TestWaitHoldsNoThreadInWaitid(t *testing.T) {
 		go func() { done <- Wait(cmd.Process.Pid) }()
 	}
 	for range 200 {
-		tasks, err := os.ReadDir("/proc/self/task")
+		calls, err := procfs.Calls(os.Getpid())
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, task := range tasks {
-			b, err := os.ReadFile(filepath.Join("/proc/self/task", task.Name(), "syscall"))
-			if err != nil {
-				continue
-			}
-			if f := strings.Fields(string(b)); len(f) > 0 && f[0] == strconv.Itoa(syscall.SYS_WAITID) {
-				t.Fatalf("thread %s is blocked in waitid(2)", task.Name())
+		for _, c := range calls {
+			if c.NR == syscall.SYS_WAITID {
+				t.Fatalf("thread %d is blocked in waitid(2)", c.TID)
 			}
 		}
 	}
