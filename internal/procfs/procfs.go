@@ -1,7 +1,10 @@
-// Package procfs reads the part of Linux's /proc/<pid>/stat (proc(5)) that widetp uses: a
+// Package procfs reads what widetp uses of Linux's /proc (proc(5)). From /proc/<pid>/stat: a
 // process's identity across pid reuse (its start time), its parent, process group and session,
-// and its state. The local runtime finds a host's processes and signals them with it, the harness
+// and its state; the local runtime finds a host's processes and signals them with it, the harness
 // labels what it starts with its owner's start time, and the tests find leftovers and descendants.
+// From status and smaps_rollup: a process's resident and proportional memory (widetp bench,
+// simnode's benchmarks). From task/<tid>/syscall: the system call each thread is blocked in (the
+// tests that check that a process holds no thread in a blocking wait).
 package procfs
 
 import (
