@@ -44,6 +44,18 @@ func (g *startGate) close() {
 	}
 }
 
+// isOpen reports whether the gate is open now.
+func (g *startGate) isOpen() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.open:
+		return true
+	default:
+		return false
+	}
+}
+
 // parked is how many long polls wait on the gate now.
 func (g *startGate) parked() int {
 	g.mu.Lock()
