@@ -1,10 +1,12 @@
 package procfs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/widetp/widetp/internal/ellipsis"
 )
@@ -36,8 +38,8 @@ func Calls(pid int) ([]Call, error) {
 		}
 		b, err := os.ReadFile(dir + "/" + task.Name() + "/syscall")
 		if err != nil {
-			if os.IsNotExist(err) {
-				continue // the thread ended
+			if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+				continue // the thread ended (before the open, or between it and the read)
 			}
 			return nil, err
 		}
