@@ -24,23 +24,19 @@ func newStartGate() *startGate { return &startGate{open: make(chan struct{})} }
 func (g *startGate) openGate() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	select {
-	case <-g.open:
+	if g.openLocked() {
 		return false
-	default:
-		close(g.open)
-		return true
 	}
+	close(g.open)
+	return true
 }
 
 // close closes an open gate again (Reset).
 func (g *startGate) close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	select {
-	case <-g.open:
+	if g.openLocked() {
 		g.open = make(chan struct{})
-	default:
 	}
 }
 
@@ -48,6 +44,11 @@ func (g *startGate) close() {
 func (g *startGate) isOpen() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.openLocked()
+}
+
+// openLocked reports whether the gate is open; g.mu is held.
+func (g *startGate) openLocked() bool {
 	select {
 	case <-g.open:
 		return true
@@ -71,11 +72,9 @@ func (g *startGate) wait(ctx context.Context, d time.Duration, stop <-chan struc
 	}
 	g.mu.Lock()
 	open := g.open
-	select {
-	case <-open:
+	if g.openLocked() {
 		g.mu.Unlock()
 		return true
-	default:
 	}
 	if d <= 0 {
 		g.mu.Unlock()
