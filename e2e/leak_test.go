@@ -202,7 +202,7 @@ func leftovers(ctx context.Context, rt string, w *widetpRun) []string {
 	rs, err := harness.Labelled(ctx, rt, w.runID)
 	Expect(err).NotTo(HaveOccurred())
 	for _, r := range rs {
-		if r.Kind != "image" { // a cache, kept on purpose
+		if !r.Cache() { // a cache, kept on purpose
 			out = append(out, r.String())
 		}
 	}
@@ -297,7 +297,7 @@ func suiteLeftovers(ctx context.Context) []string {
 		rs, err := harness.Labelled(ctx, harness.RuntimeDocker, "")
 		Expect(err).NotTo(HaveOccurred())
 		for _, r := range rs {
-			if r.Kind != "image" && mine(r.Labels[harness.LabelOwner]) {
+			if !r.Cache() && mine(r.Labels[harness.LabelOwner]) {
 				out = append(out, r.String())
 			}
 		}

@@ -34,7 +34,7 @@ type RuntimeKind struct {
 	// a run's hosts are at its teardown (widetp bench reports it beside the floor).
 	Held func(ctx context.Context, n int, opts ...Option) (time.Duration, error)
 	// Labelled lists what the runtime holds of run runID (of every run when ""): containers,
-	// networks and images on Docker, run directories locally. Leak checks loop over it.
+	// networks, images and volumes on Docker, run directories locally. Leak checks loop over it.
 	Labelled func(ctx context.Context, runID string) ([]Resource, error)
 }
 

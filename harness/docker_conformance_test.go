@@ -27,7 +27,7 @@ var _ = runtimeConformance(runtimeUnderTest{
 			}
 			var left []string
 			for _, r := range rs {
-				if r.Kind != "image" { // images are a cache, kept on purpose
+				if !r.Cache() { // images and their volumes are a cache, kept on purpose
 					left = append(left, r.String())
 				}
 			}

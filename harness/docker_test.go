@@ -173,6 +173,40 @@ var _ = Describe("the Docker runtime", Label("docker"), func() {
 		Expect(b.Cached).To(BeTrue(), "the second run rebuilt %s", b.Ref)
 	}, SpecTimeout(5*time.Minute))
 
+	// Each host would otherwise read the binaries and libraries through a file system of its own
+	// (fuse-overlayfs) into a page cache of its own: its largest directories come from volumes,
+	// filled once per content hash, labelled for widetp clean, mounted read-only.
+	It("mounts the image's binaries and libraries from volumes kept by content, read-only", func(ctx SpecContext) {
+		d := newRun(ctx)
+		Expect(d.StartNodes(ctx, node("a"))).To(Succeed())
+		img, err := d.Image(ctx, hostprobe())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(img.Volumes).To(ContainElement(HaveField("Dir", "/usr/local/bin")))
+		b, err := d.Inspect(ctx, "a")
+		Expect(err).NotTo(HaveOccurred())
+		var ins struct {
+			Mounts []struct {
+				Type, Name, Destination string
+				RW                      bool
+			}
+		}
+		Expect(json.Unmarshal(b, &ins)).To(Succeed())
+		labels := map[string]map[string]string{}
+		for _, v := range dockerLabelled(ctx, "")["volume"] {
+			labels[v.Name] = v.Labels
+		}
+		for _, v := range img.Volumes {
+			Expect(ins.Mounts).To(ContainElement(MatchFields(IgnoreExtras, Fields{
+				"Type": Equal("volume"), "Name": Equal(v.Name), "Destination": Equal(v.Dir), "RW": BeFalse()})), "volume %s", v.Name)
+			Expect(labels).To(HaveKey(v.Name))
+			Expect(labels[v.Name]).To(HaveKeyWithValue(harness.LabelContent, img.Hash))
+			Expect(labels[v.Name]).To(HaveKey(harness.LabelRun))
+		}
+		again, err := newRun(ctx).Image(ctx, hostprobe())
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again.Volumes).To(Equal(img.Volumes))
+	}, SpecTimeout(3*time.Minute))
+
 	It("names a program whose binary is missing as an infrastructure failure, and starts nothing", func(ctx SpecContext) {
 		d := newRun(ctx)
 		p := harness.Program{Name: "gone", Path: filepath.Join(GinkgoT().TempDir(), "gone")}

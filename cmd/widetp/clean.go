@@ -9,17 +9,17 @@ import (
 )
 
 const cleanDescription = `
-Removes everything labelled io.widetp.run on the Docker engine — containers, networks and images,
-whoever made them — and every run's nftables tables (widetp_*: its partitions, its network kept
-out of the connection tracker), and says how many
-of each. Runs remove what they make and sweep what killed
-runs left; clean is for a machine you want back as it was (make clean). Do not run it while runs
-are in flight: it removes their nodes too. Exit 3 when no Docker engine answers.`
+Removes everything labelled io.widetp.run on the Docker engine — containers, networks, images and
+the volumes that hold a copy of each image's binaries, whoever made them — and every run's
+nftables tables (widetp_*: its partitions, its network kept out of the connection tracker), and
+says how many of each. Runs remove what they make and sweep what killed runs left; clean is for a
+machine you want back as it was (make clean). Do not run it while runs are in flight: it removes
+their nodes too. Exit 3 when no Docker engine answers.`
 
 func init() {
 	register(&command{
 		name:    "clean",
-		summary: "remove every container, network and image labelled io.widetp.run, and every run's nftables tables",
+		summary: "remove every container, network, image and volume labelled io.widetp.run, and every run's nftables tables",
 		usage:   "clean",
 		run:     clean,
 	})
@@ -40,7 +40,7 @@ func clean(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "removed %d nftables table(s) of runs\n", n)
 	}
 	s, err := harness.Clean(context.Background())
-	fmt.Fprintf(stdout, "removed %d container(s), %d network(s), %d image(s) labelled %s\n", s.Containers, s.Networks, s.Images, harness.LabelRun)
+	fmt.Fprintf(stdout, "removed %d container(s), %d network(s), %d image(s), %d volume(s) labelled %s\n", s.Containers, s.Networks, s.Images, s.Volumes, harness.LabelRun)
 	if err != nil || nerr != nil {
 		for _, e := range []error{nerr, err} {
 			if e != nil {

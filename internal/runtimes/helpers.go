@@ -77,16 +77,21 @@ func (e *ImageBuildError) Error() string {
 
 func (e *ImageBuildError) Unwrap() error { return e.Err }
 
-// Resource is something a run made that outlives a process unless removed: a container, network
-// or image on Docker, a run directory locally. Leak checks list them (harness.Labelled).
+// Resource is something a run made that outlives a process unless removed: a container, network,
+// image or volume on Docker, a run directory locally. Leak checks list them (harness.Labelled).
 type Resource struct {
-	// Kind is "container", "network", "image" or "directory".
+	// Kind is "container", "network", "image", "volume" or "directory".
 	Kind string
-	// Name is the container's or network's name, the image's reference, the directory's path.
+	// Name is the container's, network's or volume's name, the image's reference, the
+	// directory's path.
 	Name string
 	// Labels are its io.widetp.* labels (a local run directory's: run and owner).
 	Labels map[string]string
 }
+
+// Cache says whether r is kept across runs on purpose, keyed by content: an image, or the volume
+// that holds a copy of an image's binaries. `widetp clean` removes them; leak checks skip them.
+func (r Resource) Cache() bool { return r.Kind == "image" || r.Kind == "volume" }
 
 func (r Resource) String() string {
 	return fmt.Sprintf("%s %s of run %s (owner %s)", r.Kind, r.Name, r.Labels[LabelRun], r.Labels[LabelOwner])

@@ -12,14 +12,15 @@ import (
 // Labels every Docker resource the harness makes carries (README, "Runtimes"). They are
 // the only way a later run can tell our leftovers from anything else on a shared engine.
 const (
-	// LabelRun names the run that made a container, network or image.
+	// LabelRun names the run that made a container, network, image or volume.
 	LabelRun = "io.widetp.run"
 	// LabelOwner names the harness process that made it (see Owner): the sweep removes a leftover
 	// only when that process is gone, so parallel runs (`ginkgo -p`) never remove each other's nodes.
 	LabelOwner = "io.widetp.owner"
 	// LabelHost is the node's host name, so `docker ps` and the artifacts read like the scenario.
 	LabelHost = "io.widetp.host"
-	// LabelContent is an image's content hash (the tag carries a prefix of it).
+	// LabelContent is an image's content hash (the tag carries a prefix of it), also on the volume
+	// that holds a copy of its binaries.
 	LabelContent = "io.widetp.content"
 )
 

@@ -348,8 +348,25 @@ type containerCreate struct {
 
 type hostConfig struct {
 	Tmpfs        map[string]string        `json:",omitempty"`
+	Mounts       []mount                  `json:",omitempty"`
 	PortBindings map[string][]portBinding `json:",omitempty"`
 	Sysctls      map[string]string        `json:",omitempty"`
+}
+
+// mount is a volume mounted into a container (the engine's HostConfig.Mounts).
+type mount struct {
+	Type          string
+	Source        string
+	Target        string
+	ReadOnly      bool           `json:",omitempty"`
+	VolumeOptions *volumeOptions `json:",omitempty"`
+}
+
+// volumeOptions: NoCopy keeps the engine from copying the image's files at the mount point into
+// an empty volume; Labels label the volume if this mount creates it.
+type volumeOptions struct {
+	NoCopy bool              `json:",omitempty"`
+	Labels map[string]string `json:",omitempty"`
 }
 
 type portBinding struct {
@@ -517,6 +534,27 @@ func (e *engine) ImageList(ctx context.Context, f filters) ([]imageSummary, erro
 
 func (e *engine) ImageRemove(ctx context.Context, id string) error {
 	return e.call(ctx, http.MethodDelete, "/images/"+url.PathEscape(id), url.Values{"force": {"1"}}, nil, nil)
+}
+
+// Volumes.
+
+type volumeSummary struct {
+	Name   string
+	Labels map[string]string
+}
+
+func (e *engine) VolumeInspect(ctx context.Context, name string) (volumeSummary, error) {
+	var out volumeSummary
+	return out, e.call(ctx, http.MethodGet, "/volumes/"+url.PathEscape(name), nil, nil, &out)
+}
+
+func (e *engine) VolumeList(ctx context.Context, f filters) ([]volumeSummary, error) {
+	var out struct{ Volumes []volumeSummary }
+	return out.Volumes, e.call(ctx, http.MethodGet, "/volumes", f.query(), nil, &out)
+}
+
+func (e *engine) VolumeRemove(ctx context.Context, name string) error {
+	return e.call(ctx, http.MethodDelete, "/volumes/"+url.PathEscape(name), url.Values{"force": {"1"}}, nil, nil)
 }
 
 // ImageBuild sends a tar build context to the engine's classic builder (version 1: BuildKit needs a

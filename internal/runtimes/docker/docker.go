@@ -455,6 +455,7 @@ func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image, 
 			// A scratch image has no /tmp; the tmpfs is also the host's private ipc directory, so
 			// two hosts binding one ipc path do not collide, as on two real machines.
 			Tmpfs:        map[string]string{ipcRoot: "rw,mode=1777,size=" + d.cfg.TmpfsSize},
+			Mounts:       volumeMounts(img, d.labels()),
 			PortBindings: bindings,
 			Sysctls:      hostSysctls,
 		},

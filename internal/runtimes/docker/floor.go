@@ -100,7 +100,7 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 		steps[i] = func() error {
 			id, err := cli.ContainerCreate(ctx, fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i), containerCreate{
 				Image: img.Ref, Cmd: cmd, Labels: labels, Hostname: fmt.Sprintf("h%d", i),
-				HostConfig:       hostConfig{Tmpfs: map[string]string{ipcRoot: "rw,mode=1777,size=" + cfg.TmpfsSize}},
+				HostConfig:       hostConfig{Tmpfs: map[string]string{ipcRoot: "rw,mode=1777,size=" + cfg.TmpfsSize}, Mounts: volumeMounts(img, labels)},
 				NetworkingConfig: networkingConfig{EndpointsConfig: map[string]endpointConfig{netName: {}}},
 			})
 			if err != nil {

@@ -19,7 +19,7 @@ func runFilter(runID string) filters {
 
 // Swept counts what a sweep or a clean removed.
 type Swept struct {
-	Containers, Networks, Images int
+	Containers, Networks, Images, Volumes int
 	// Stuck names the leftover networks the engine would not remove although no container is
 	// attached: an endpoint the engine kept after a container create was cut short (its owner
 	// SIGKILLed mid-start). Only restarting the Docker daemon releases it.
@@ -28,12 +28,13 @@ type Swept struct {
 
 // sweep removes the containers and networks of runs whose owner process is gone (a run killed
 // before its Close). Runs whose owner lives — parallel suites, another terminal — are left alone.
-// Images are kept: they are a cache keyed by content, not a run's state.
+// Images and their volumes are kept: they are a cache keyed by content, not a run's state.
 func sweep(ctx context.Context, api *engine, alive func(runtimes.Owner) bool) (Swept, error) {
 	return removeLabelled(ctx, api, func(labels map[string]string) bool { return runtimes.Orphaned(labels, alive) }, false)
 }
 
-// Clean removes everything labelled io.widetp.run, whoever made it, images included (`make clean`).
+// Clean removes everything labelled io.widetp.run, whoever made it, images and their volumes
+// included (`make clean`).
 // Do not call it while runs are in flight: it removes their nodes too.
 func Clean(ctx context.Context, opts ...runtimes.Option) (Swept, error) {
 	cfg := runtimes.NewConfig(opts...)
@@ -91,6 +92,19 @@ func removeLabelled(ctx context.Context, api *engine, remove func(map[string]str
 		s.Networks++
 	}
 	if images {
+		// The volumes go with the images they copy (imageBuilder.volumes), after the containers
+		// that mount them.
+		vs, err := api.VolumeList(ctx, runFilter(""))
+		if err != nil {
+			return s, errors.Join(append(errs, fmt.Errorf("list labelled volumes: %w", err))...)
+		}
+		for _, v := range vs {
+			if err := api.VolumeRemove(ctx, v.Name); err != nil && !isNotFound(err) {
+				errs = append(errs, fmt.Errorf("remove volume %s: %w", v.Name, err))
+				continue
+			}
+			s.Volumes++
+		}
 		is, err := api.ImageList(ctx, runFilter(""))
 		if err != nil {
 			return s, errors.Join(append(errs, fmt.Errorf("list labelled images: %w", err))...)
@@ -142,8 +156,9 @@ func removeNetwork(ctx context.Context, api *engine, id, name string) error {
 	}
 }
 
-// Labelled lists the containers, networks and images on the engine labelled with run runID (any
-// run when runID is ""): what the leak checks look for (images stay: they are a cache).
+// Labelled lists the containers, networks, images and volumes on the engine labelled with run runID
+// (any run when runID is ""): what the leak checks look for (images and their volumes
+// stay: they are a cache, Resource.Cache).
 func Labelled(ctx context.Context, runID string) ([]runtimes.Resource, error) {
 	cli, err := newEngineClient()
 	if err != nil {
@@ -175,6 +190,13 @@ func Labelled(ctx context.Context, runID string) ([]runtimes.Resource, error) {
 			name = im.RepoTags[0]
 		}
 		out = append(out, runtimes.Resource{Kind: "image", Name: name, Labels: im.Labels})
+	}
+	vs, err := cli.VolumeList(ctx, runFilter(runID))
+	if err != nil {
+		return nil, fmt.Errorf("list labelled volumes: %w", err)
+	}
+	for _, v := range vs {
+		out = append(out, runtimes.Resource{Kind: "volume", Name: v.Name, Labels: v.Labels})
 	}
 	return out, nil
 }
