@@ -83,7 +83,10 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 		}
 	}()
 	start := time.Now()
-	netID, err = cli.NetworkCreate(ctx, netName, labels)
+	cctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+	netID, err = cli.NetworkCreate(cctx, netName, labels)
+	err = within(cctx, err, "op timeout", cfg.OpTimeout)
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("floor: create network: %w", err)
 	}
@@ -91,6 +94,9 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 	if hold {
 		cmd = []string{"idle"}
 	}
+	// The held hosts' waits end with the measurement, whatever ends it.
+	waits, endWaits := context.WithCancel(ctx)
+	defer endWaits()
 	held := make([]chan error, n)
 	for i := range held {
 		held[i] = make(chan error, 1)
@@ -98,23 +104,27 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 	steps := make([]func() error, n)
 	for i := range steps {
 		steps[i] = func() error {
-			id, err := cli.ContainerCreate(ctx, fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i), containerCreate{
+			// Each host's create, start and (unheld) wait is bounded, as a run's node start is: an
+			// engine that stops answering fails the measurement instead of hanging it.
+			sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+			defer cancel()
+			id, err := cli.ContainerCreate(sctx, fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i), containerCreate{
 				Image: img.Ref, Cmd: cmd, Labels: labels, Hostname: fmt.Sprintf("h%d", i),
 				HostConfig:       hostConfig{Tmpfs: map[string]string{ipcRoot: "rw,mode=1777,size=" + cfg.TmpfsSize}, Mounts: volumeMounts(img, labels)},
 				NetworkingConfig: networkingConfig{EndpointsConfig: map[string]endpointConfig{netName: {}}},
 			})
 			if err != nil {
-				return fmt.Errorf("floor: create container %d: %w", i, err)
+				return fmt.Errorf("floor: create container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
 			}
 			ids[i] = id
-			if err := cli.ContainerStart(ctx, id); err != nil {
-				return fmt.Errorf("floor: start container %d: %w", i, err)
+			if err := cli.ContainerStart(sctx, id); err != nil {
+				return fmt.Errorf("floor: start container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
 			}
 			if hold {
 				// Followed from its start, as the floor waits for its hosts: a host whose program
 				// ends before the removals kill it (exit 137) was not held.
 				go func() {
-					code, err := cli.ContainerWait(ctx, id)
+					code, err := cli.ContainerWait(waits, id)
 					if err == nil && code != 137 {
 						err = fmt.Errorf("floor: held container %d ended on its own (exit %d) before it was stopped", i, code)
 					}
@@ -122,9 +132,9 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 				}()
 				return nil
 			}
-			code, err := cli.ContainerWait(ctx, id)
+			code, err := cli.ContainerWait(sctx, id)
 			if err != nil {
-				return fmt.Errorf("floor: wait for container %d: %w", i, err)
+				return fmt.Errorf("floor: wait for container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
 			}
 			if code != 0 {
 				return fmt.Errorf("floor: container %d exited %d", i, code)
@@ -142,8 +152,10 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 	rm := make([]func() error, 0, n)
 	for i, id := range ids {
 		rm = append(rm, func() error {
-			if err := removeContainer(ctx, cli, id); err != nil {
-				return err
+			rctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+			defer cancel()
+			if err := removeContainer(rctx, cli, id); err != nil {
+				return within(rctx, err, "op timeout", cfg.OpTimeout)
 			}
 			ids[i] = ""
 			return nil
@@ -154,14 +166,23 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 	}
 	if hold {
 		var errs []error
+		bound := time.NewTimer(cfg.OpTimeout)
+		defer bound.Stop()
 		for i := range held {
-			errs = append(errs, <-held[i])
+			select {
+			case err := <-held[i]:
+				errs = append(errs, err)
+			case <-bound.C:
+				return 0, fmt.Errorf("floor: the engine did not report the end of held container %d within %v (op timeout) of its removal", i, cfg.OpTimeout)
+			}
 		}
 		if err := errors.Join(errs...); err != nil {
 			return 0, err
 		}
 	}
-	if err := removeNetwork(ctx, cli, netID, netName); err != nil {
+	nctx, cancel := context.WithTimeout(ctx, cfg.OpTimeout)
+	defer cancel()
+	if err := removeNetwork(nctx, cli, netID, netName); err != nil {
 		if errors.Is(err, errStaleEndpoints) {
 			// The measurement is whole (the removal was asked for and answered); the network stays
 			// for a daemon restart, which the error says.
@@ -180,4 +201,13 @@ func removeContainer(ctx context.Context, cli *engine, id string) error {
 		return fmt.Errorf("remove container %.12s: %w", id, err)
 	}
 	return nil
+}
+
+// within says, of an engine call that failed because its bound (name, d) ran out, that the engine
+// did not answer in time; any other error is returned as it is.
+func within(ctx context.Context, err error, name string, d time.Duration) error {
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the engine did not answer within %v (%s): %w", d, name, err)
+	}
+	return err
 }

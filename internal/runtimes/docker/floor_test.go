@@ -3,12 +3,17 @@ package docker
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/widetp/widetp/internal/runtimes"
 	"github.com/widetp/widetp/internal/testbin"
+	"github.com/widetp/widetp/internal/zmq"
 )
 
 // The held floor keeps every host up until the last one is, as a run's hosts are until its
@@ -64,5 +69,62 @@ func TestHeldFloorKeepsEveryHostUpUntilTheLast(t *testing.T) {
 		if len(left) > 0 {
 			t.Errorf("hold=%t: left %v", hold, left)
 		}
+	}
+}
+
+// An engine that stops answering fails a floor measurement within its bounds, naming the step and
+// the bound, instead of hanging it; what was made is removed. A fake engine: the image and its
+// volumes exist, and a container's start never answers.
+func TestFloorFailsWhenTheEngineStopsAnswering(t *testing.T) {
+	bin, err := os.Executable() // any binary will do: nothing runs it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := zmq.Path(); err != nil {
+		t.Skipf("the image lists libzmq, which this machine lacks: %v", err)
+	}
+	var mu sync.Mutex
+	var removed []string
+	engineOnSocket(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		switch {
+		case p == "/_ping":
+			w.Header().Set("Api-Version", "1.41")
+		case r.Method == http.MethodGet && (strings.Contains(p, "/images/") || strings.Contains(p, "/volumes/")):
+			_, _ = w.Write([]byte(`{}`))
+		case strings.HasSuffix(p, "/networks/create"):
+			_, _ = w.Write([]byte(`{"Id":"net1"}`))
+		case strings.HasSuffix(p, "/containers/create"):
+			_, _ = w.Write([]byte(`{"Id":"c1"}`))
+		case strings.HasSuffix(p, "/start"):
+			<-r.Context().Done() // the engine hangs
+		case r.Method == http.MethodDelete:
+			mu.Lock()
+			removed = append(removed, p[strings.LastIndexByte(p, '/')+1:])
+			mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			w.WriteHeader(http.StatusInternalServerError)
+		}
+	}))
+	cfg, err := runtimes.FloorConfig(runtimes.WithBinary(bin), runtimes.WithRunID("hung"), runtimes.WithStartTimeout(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, hold := range []bool{false, true} {
+		mu.Lock()
+		removed = nil
+		mu.Unlock()
+		_, err := dockerFloor(ctx, cfg, 2, hold, nil)
+		if err == nil || !strings.Contains(err.Error(), "start container") || !strings.Contains(err.Error(), "did not answer within 200ms (start timeout)") {
+			t.Errorf("hold=%t: %v", hold, err)
+		}
+		mu.Lock()
+		if !slices.Contains(removed, "c1") || !slices.Contains(removed, "net1") {
+			t.Errorf("hold=%t: removed %v, want the containers and the network", hold, removed)
+		}
+		mu.Unlock()
 	}
 }
