@@ -104,8 +104,9 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 	steps := make([]func() error, n)
 	for i := range steps {
 		steps[i] = func() error {
-			// Each host's create, start and (unheld) wait is bounded, as a run's node start is: an
-			// engine that stops answering fails the measurement instead of hanging it.
+			// Each step of a host's start — create, start, (unheld) wait — is bounded, as each step
+			// of a run's node start is: an engine that stops answering fails the measurement
+			// instead of hanging it.
 			sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
 			defer cancel()
 			id, err := cli.ContainerCreate(sctx, fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i), containerCreate{
@@ -117,6 +118,8 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 				return fmt.Errorf("floor: create container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
 			}
 			ids[i] = id
+			sctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
+			defer cancel()
 			if err := cli.ContainerStart(sctx, id); err != nil {
 				return fmt.Errorf("floor: start container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
 			}
@@ -132,6 +135,8 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 				}()
 				return nil
 			}
+			sctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
+			defer cancel()
 			code, err := cli.ContainerWait(sctx, id)
 			if err != nil {
 				return fmt.Errorf("floor: wait for container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
