@@ -401,15 +401,16 @@ type Volume struct {
 }
 
 // sharedDirs are the directories of an image's files that hold at least sharedDirMin bytes, sorted:
-// the ones its containers mount from volumes (imageBuilder.volumes).
+// the ones its containers mount from volumes (imageBuilder.volumes). The sizes are those the
+// content hash read (runtimes.DigestFile, which remembers them).
 func sharedDirs(files []imageFile) ([]string, error) {
 	size := map[string]int64{}
 	for _, f := range files {
-		fi, err := os.Stat(f.src)
+		d, err := runtimes.DigestFile(f.src)
 		if err != nil {
 			return nil, fmt.Errorf("image file %s: %w", f.dst, err)
 		}
-		size[path.Dir(f.dst)] += fi.Size()
+		size[path.Dir(f.dst)] += d.Size
 	}
 	var dirs []string
 	for d, n := range size {
@@ -443,7 +444,7 @@ func (b *imageBuilder) volumes(ctx context.Context, img Image, dirs []string) ([
 	if all, err := b.volumesExist(ctx, vols); err != nil || all {
 		return vols, err
 	}
-	unlock, err := lockBuild(ctx, strings.ReplaceAll(img.Ref, ":", "-")+"-volumes")
+	unlock, err := lockBuild(ctx, img.Ref+"-volumes")
 	if err != nil {
 		return nil, err
 	}
@@ -454,10 +455,10 @@ func (b *imageBuilder) volumes(ctx context.Context, img Image, dirs []string) ([
 	// The engine makes each missing volume and copies the image's directory into it (the copy only
 	// an empty volume gets) within the creation of a container that mounts them, which is never
 	// started: no container sees a volume before it is full.
+	labels := contentLabels(img, b.labels)
 	var mounts []mount
 	for _, v := range vols {
-		mounts = append(mounts, mount{Type: "volume", Source: v.Name, Target: v.Dir,
-			VolumeOptions: &volumeOptions{Labels: contentLabels(img, b.labels)}})
+		mounts = append(mounts, mount{Type: "volume", Source: v.Name, Target: v.Dir, VolumeOptions: &volumeOptions{Labels: labels}})
 	}
 	id, err := b.api.ContainerCreate(ctx, "", containerCreate{Image: img.Ref, Labels: b.labels, HostConfig: hostConfig{Mounts: mounts}})
 	if err != nil {
