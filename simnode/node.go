@@ -172,7 +172,7 @@ func RunNode(ctx context.Context, cfg *Config, rt Runtime, opts NodeOptions) (in
 		started++
 	}
 	// The node's status on the store tells a harness when nothing more happens here by itself.
-	status := newStatusPoster(store, time.Duration(cfg.Timeouts.Store), log)
+	status := newStatusPoster(store, time.Duration(cfg.Timeouts.Store), unsettledGap, log)
 	defer status.close()
 	acts := 0
 	postStatus := func() {

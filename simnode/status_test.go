@@ -1,9 +1,17 @@
 package simnode
 
 import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/widetp/widetp/fakestore/api"
+	"github.com/widetp/widetp/fakestore/client"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/vllm"
 )
@@ -87,5 +95,73 @@ func TestNodeStatusSettlesOnlyWhenNothingMoreHappensByItself(t *testing.T) {
 				t.Errorf("host %q", st.Host)
 			}
 		})
+	}
+}
+
+// nodeStatusSink is an admin plane that records every node status posted to it, in order.
+func nodeStatusSink(t *testing.T) (*client.Client, <-chan api.NodeStatus) {
+	t.Helper()
+	posted := make(chan api.NodeStatus, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var st api.NodeStatus
+		if r.Method != http.MethodPost || r.URL.Path != api.TestPrefix+"nodes" || json.NewDecoder(r.Body).Decode(&st) != nil {
+			http.Error(w, "not a node status", http.StatusBadRequest)
+			return
+		}
+		posted <- st
+	}))
+	t.Cleanup(srv.Close)
+	c, err := client.New(client.WithAdminURL(srv.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, posted
+}
+
+// A node posts an unsettled status at once, holds the changes that follow for the gap (each
+// replacing the one before), and posts a settled status at once, in place of the held ones; a
+// poster that closes posts what it held. The gap here outlasts the test: whatever it posted, it
+// posted without waiting one out.
+func TestNodeStatusPostsHoldUnsettledChangesButNeverASettledOne(t *testing.T) {
+	store, posted := nodeStatusSink(t)
+	st := func(settled bool, pending ...string) api.NodeStatus {
+		return api.NodeStatus{Host: "h", Settled: settled, Pending: pending, Processes: len(pending)}
+	}
+	next := func(what string) api.NodeStatus {
+		t.Helper()
+		select {
+		case s := <-posted:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no post of %s", what)
+		}
+		return api.NodeStatus{}
+	}
+	p := newStatusPoster(store, 5*time.Second, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p.update(st(false, "a"))
+	if s := next("the first status"); s.Settled || !slices.Equal(s.Pending, []string{"a"}) || s.Seq != 1 {
+		t.Fatalf("first post %+v, want unsettled, pending a, seq 1", s)
+	}
+	p.update(st(false, "b"))
+	p.update(st(false, "c"))
+	p.update(st(true))
+	if s := next("the settled status"); !s.Settled || s.Seq != 4 {
+		t.Fatalf("second post %+v, want the settled status (seq 4), not a held unsettled one", s)
+	}
+	// A settled status opens no gap: the next unsettled one goes at once too.
+	p.update(st(false, "d"))
+	if s := next("the unsettled status after the settled one"); s.Settled || s.Seq != 5 {
+		t.Fatalf("third post %+v, want unsettled, seq 5", s)
+	}
+	p.update(st(false, "e"))
+	p.update(st(false, "f"))
+	p.close()
+	if s := next("the held status at close"); s.Settled || !slices.Equal(s.Pending, []string{"f"}) || s.Seq != 7 {
+		t.Fatalf("post at close %+v, want the last one handed in (pending f, seq 7)", s)
+	}
+	select {
+	case s := <-posted:
+		t.Fatalf("a post after close: %+v", s)
+	default:
 	}
 }
