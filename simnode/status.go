@@ -161,36 +161,23 @@ func sameStatus(a, b api.NodeStatus) bool {
 
 func (s *statusPoster) run() {
 	defer close(s.done)
+	// hold runs out the gap after an unsettled post; nil when none runs.
+	var hold <-chan time.Time
 	for {
 		select {
 		case <-s.wake:
+			if hold != nil && !s.nextSettled() {
+				continue // posted when the gap ends
+			}
+		case <-hold:
 		case <-s.closed:
 			s.post()
 			return
 		}
-		if !s.post() {
-			continue
+		hold = nil
+		if s.post() {
+			hold = time.After(s.gap)
 		}
-		// An unsettled status was posted: the next one waits out the gap, unless it is settled.
-		gap := time.NewTimer(s.gap)
-	hold:
-		for {
-			select {
-			case <-gap.C:
-				break hold
-			case <-s.wake:
-				if s.nextSettled() {
-					gap.Stop()
-					break hold
-				}
-			case <-s.closed:
-				gap.Stop()
-				s.post()
-				return
-			}
-		}
-		// What changed during the gap (the wake was taken) is posted now.
-		s.wakeUp()
 	}
 }
 
