@@ -48,6 +48,8 @@ var _ = Describe("nothing outlives a run", Serial, Ordered, ContinueOnFailure, L
 			}
 			child := startWidetpRun(ctx, widetp, rt, healthyRun, nodeUpLine)
 			Expect(child.cmd.Process.Signal(syscall.SIGINT)).To(Succeed())
+			// Its last line says how it ended: read to the end before Wait closes the pipe.
+			Eventually(child.read).WithTimeout(leftoverBound).Should(BeClosed(), "the interrupted run's stderr to end:\n%s", child.stderr())
 			err := child.cmd.Wait()
 			var ee *exec.ExitError
 			Expect(err).To(BeAssignableToTypeOf(ee), "widetp run ended without an exit status: %v", err)
@@ -113,6 +115,9 @@ type widetpRun struct {
 	runID  string
 	dir    string // the local run's directory
 	errBuf *syncBuffer
+	// read is closed once the child's stderr ended and every line of it is in errBuf: Wait closes
+	// the pipe as soon as the child exited, so a Wait before that can lose its last lines.
+	read chan struct{}
 }
 
 func (w *widetpRun) stderr() string { return w.errBuf.String() }
@@ -146,7 +151,7 @@ func startWidetpRun(ctx context.Context, widetp, rt, scenario string, halfway *r
 	cmd.Dir = moduleRoot
 	pipe, err := cmd.StderrPipe()
 	Expect(err).NotTo(HaveOccurred())
-	w := &widetpRun{cmd: cmd, errBuf: &syncBuffer{}}
+	w := &widetpRun{cmd: cmd, errBuf: &syncBuffer{}, read: make(chan struct{})}
 	Expect(cmd.Start()).To(Succeed())
 	DeferCleanup(func() {
 		if cmd.ProcessState == nil {
@@ -158,6 +163,7 @@ func startWidetpRun(ctx context.Context, widetp, rt, scenario string, halfway *r
 	ids := make(chan [2]string, 1)
 	go func() {
 		defer GinkgoRecover()
+		defer close(w.read)
 		sc := bufio.NewScanner(pipe)
 		var id, dir string
 		signalled := false
