@@ -151,7 +151,10 @@ func (s *statusPoster) update(st api.NodeStatus) {
 	s.last = st
 	s.next = &st
 	s.mu.Unlock()
-	s.wakeUp()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 func sameStatus(a, b api.NodeStatus) bool {
@@ -178,13 +181,6 @@ func (s *statusPoster) run() {
 		if s.post() {
 			hold = time.After(s.gap)
 		}
-	}
-}
-
-func (s *statusPoster) wakeUp() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
 	}
 }
 
