@@ -412,12 +412,19 @@ func containerEnv(s runtimes.NodeSpec, runID string) map[string]string {
 // run's processes loaded the machine. 2 s a host leaves three times the floor's pace.
 const engineQueuePerHost = 2 * time.Second
 
+// roundBound bounds one engine call (create, start) of a round of round starts: the start timeout
+// plus the round's queue. A run's node starts and the floor's container starts share it, so that
+// an engine slow enough to fail the one fails the other.
+func roundBound(startTimeout time.Duration, round int) time.Duration {
+	return startTimeout + time.Duration(round)*engineQueuePerHost
+}
+
 // startNode creates and starts s's container, one of a round of round hosts, and waits for its
 // ready line. The create and start calls are each bounded by the start timeout plus the round's
 // queue (engineQueuePerHost a host); the ready line by the start timeout from the container's own
 // start, so that the queue of the other hosts never counts against this one.
 func (d *Docker) startNode(ctx context.Context, s runtimes.NodeSpec, img Image, round int) error {
-	engineBound := d.cfg.StartTimeout + time.Duration(round)*engineQueuePerHost
+	engineBound := roundBound(d.cfg.StartTimeout, round)
 	step := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, engineBound) }
 	labels := d.labels()
 	labels[runtimes.LabelHost] = s.Host

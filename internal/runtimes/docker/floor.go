@@ -102,12 +102,16 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 		held[i] = make(chan error, 1)
 	}
 	steps := make([]func() error, n)
+	// The create and start calls wait behind the rest of the round, as a run's do: they have a
+	// run's bound for a round of n.
+	callBound := roundBound(cfg.StartTimeout, n)
+	callName := fmt.Sprintf("start timeout and a round of %d's queue", n)
 	for i := range steps {
 		steps[i] = func() error {
 			// Each step of a host's start — create, start, (unheld) wait — is bounded, as each step
 			// of a run's node start is: an engine that stops answering fails the measurement
 			// instead of hanging it.
-			sctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
+			sctx, cancel := context.WithTimeout(ctx, callBound)
 			defer cancel()
 			id, err := cli.ContainerCreate(sctx, fmt.Sprintf("widetp-%s-h%d", cfg.RunID, i), containerCreate{
 				Image: img.Ref, Cmd: cmd, Labels: labels, Hostname: fmt.Sprintf("h%d", i),
@@ -115,13 +119,13 @@ func dockerFloor(ctx context.Context, cfg runtimes.Config, n int, hold bool, all
 				NetworkingConfig: networkingConfig{EndpointsConfig: map[string]endpointConfig{netName: {}}},
 			})
 			if err != nil {
-				return fmt.Errorf("floor: create container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
+				return fmt.Errorf("floor: create container %d: %w", i, within(sctx, err, callName, callBound))
 			}
 			ids[i] = id
-			sctx, cancel = context.WithTimeout(ctx, cfg.StartTimeout)
+			sctx, cancel = context.WithTimeout(ctx, callBound)
 			defer cancel()
 			if err := cli.ContainerStart(sctx, id); err != nil {
-				return fmt.Errorf("floor: start container %d: %w", i, within(sctx, err, "start timeout", cfg.StartTimeout))
+				return fmt.Errorf("floor: start container %d: %w", i, within(sctx, err, callName, callBound))
 			}
 			if hold {
 				// Followed from its start, as the floor waits for its hosts: a host whose program
