@@ -688,10 +688,12 @@ func (p *proc) lookup(ctx context.Context) {
 		// Determinism is lost, the lookup is not: it still shows where requests go.
 		p.log.Warn("host did not reach serving; looking up anyway", "err", err)
 	}
-	_, lt, _ := p.timeouts()
+	// A server that completed the handshake but answers late is waited for up to the rendezvous
+	// bound: on a loaded machine it is slow, not absent (vLLM's client waits for ever).
+	rdv, lt, _ := p.timeouts()
 	hashes := p.lookupHashes()
 	res := &report.Lookup{Nonce: hex.EncodeToString(hashes[0])}
-	c, err := lookup.Dial(p.plan.Identity.LookupPath, lt, lookup.WithRoot(p.spec.Runtime.IPCRoot))
+	c, err := lookup.Dial(p.plan.Identity.LookupPath, lt, lookup.WithRoot(p.spec.Runtime.IPCRoot), lookup.WithPatience(rdv))
 	if err == nil {
 		p.lclient = c
 		_, err = c.Lookup(ctx, lookup.Request{NumTokens: lookupTokens, Hashes: hashes, ApplyEagle: true})
@@ -699,6 +701,8 @@ func (p *proc) lookup(ctx context.Context) {
 	switch {
 	case ctx.Err() != nil:
 		return
+	case errors.Is(err, lookup.ErrSilent):
+		res.Error = fmt.Sprintf("timeout after %v from a server that completed the handshake", max(lt, rdv))
 	case errors.Is(err, lookup.ErrTimeout):
 		res.Error = fmt.Sprintf("timeout after %v", lt)
 	case err != nil:

@@ -262,7 +262,9 @@ func (p *proc) openAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyEr
 // connectAddresses dials the process's StageServing connects: each once the process it must
 // reach is up (or gone), as vLLM's clients dial once a request names their peer.
 func (p *proc) connectAddresses(ctx context.Context) {
-	_, lookupT, _ := p.timeouts()
+	// A peer that completed the handshake but answers late is waited for up to the rendezvous
+	// bound: on a loaded machine it is slow, not absent.
+	rdv, lookupT, _ := p.timeouts()
 	for i, a := range p.plan.Addresses {
 		if !a.Exercised || a.Role != report.AddressConnect || ctx.Err() != nil {
 			continue
@@ -273,7 +275,7 @@ func (p *proc) connectAddresses(ctx context.Context) {
 			}
 		}
 		nonce := address.Nonce(p.spec.Seed, p.id, i)
-		_, err := address.Dial(ctx, p.addrNet(), a.Endpoint, nonce, lookupT)
+		_, err := address.Dial(ctx, p.addrNet(), a.Endpoint, nonce, lookupT, rdv)
 		if ctx.Err() != nil {
 			return
 		}

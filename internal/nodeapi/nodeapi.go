@@ -186,9 +186,11 @@ const (
 	// DefaultRendezvousTimeout is short next to torch's 600 s: in a simulation every member starts
 	// within seconds, so a minute only passes when one never will.
 	DefaultRendezvousTimeout = 60 * time.Second
-	// DefaultLookupTimeout bounds a lookup where vLLM's LookupKeyClient would block in recv for
-	// ever: a local ipc round trip takes well under a millisecond, so 2 s without an answer means
-	// no server, not a slow one.
+	// DefaultLookupTimeout bounds a lookup (and a side-channel dial) where vLLM's LookupKeyClient
+	// would block in recv for ever: a local ipc round trip takes well under a millisecond, so 2 s
+	// without an answer from a socket that completed no ZMTP handshake means no server. A server
+	// that completed one is up, and on a loaded machine may answer later: it is waited for up to
+	// the rendezvous bound.
 	DefaultLookupTimeout = 2 * time.Second
 	// DefaultStoreTimeout is Mooncake's metadata client bound (3 s total per request) plus room for
 	// a few retries of a store that is still starting.

@@ -40,6 +40,7 @@ static const char *(*p_strerror)(int);
 static void (*p_version)(int *, int *, int *);
 typedef struct { void *socket; int fd; short events; short revents; } wzmq_pollitem_t;
 static int (*p_poll)(wzmq_pollitem_t *, int, long);
+static int (*p_socket_monitor)(void *, const char *, int);
 
 static const char *wzmq_load(const char *name) {
 	if (lib) return NULL;
@@ -63,6 +64,7 @@ static const char *wzmq_load(const char *name) {
 	SYM(p_strerror, "zmq_strerror");
 	SYM(p_version, "zmq_version");
 	SYM(p_poll, "zmq_poll");
+	SYM(p_socket_monitor, "zmq_socket_monitor");
 #undef SYM
 	lib = h;
 	return NULL;
@@ -92,14 +94,18 @@ static void *wzmq_msg_data(wzmq_msg_t *m) { return p_msg_data(m); }
 static size_t wzmq_msg_size(wzmq_msg_t *m) { return p_msg_size(m); }
 static const char *wzmq_strerror(int e) { return p_strerror(e); }
 static int wzmq_poll(wzmq_pollitem_t *items, int n, long timeout) { return p_poll(items, n, timeout); }
+static int wzmq_socket_monitor(void *s, const char *e, int events) { return p_socket_monitor(s, e, events); }
 */
 import "C"
 
 import (
+	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -162,6 +168,7 @@ func Version() (major, minor, patch int) {
 type Type int
 
 const (
+	PAIR   Type = 0
 	REQ    Type = 3
 	REP    Type = 4
 	DEALER Type = 5
@@ -259,7 +266,10 @@ func (c *Context) Term() error {
 }
 
 // Socket is a libzmq socket; as libzmq's, it is used by one goroutine at a time.
-type Socket struct{ p unsafe.Pointer }
+type Socket struct {
+	p   unsafe.Pointer
+	ctx *Context
+}
 
 // NewSocket makes a socket of type t.
 func (c *Context) NewSocket(t Type) (*Socket, error) {
@@ -267,7 +277,7 @@ func (c *Context) NewSocket(t Type) (*Socket, error) {
 	if p == nil {
 		return nil, errOf(err)
 	}
-	return &Socket{p: p}, nil
+	return &Socket{p: p, ctx: c}, nil
 }
 
 // Close closes the socket.
@@ -443,4 +453,102 @@ func (s *Socket) Send(data string, flags Flag) (int, error) { return s.SendBytes
 func (s *Socket) Recv(flags Flag) (string, error) {
 	b, err := s.RecvBytes(flags)
 	return string(b), err
+}
+
+// EventHandshakeSucceeded is the socket monitor's event for a ZMTP handshake completed with a
+// peer (zmq.h's ZMQ_EVENT_HANDSHAKE_SUCCEEDED, stable since libzmq 4.3).
+const EventHandshakeSucceeded = 0x1000
+
+var monitorSeq atomic.Uint64
+
+// Peers watches a socket's ZMTP handshakes through libzmq's socket monitor (zmq_socket_monitor):
+// whether the socket has met a live peer that speaks ZMTP, not only a port or path that accepts
+// connections. A socket on a port that nothing serves, on a host cut off, or on a frozen peer
+// meets none.
+type Peers struct {
+	sock, pair *Socket
+	met        bool
+}
+
+// WatchPeers starts watching s's handshakes. Call it before s connects: an event that comes before
+// the watch is lost.
+func (s *Socket) WatchPeers() (*Peers, error) {
+	ep := fmt.Sprintf("inproc://widetp-monitor-%d", monitorSeq.Add(1))
+	ce := C.CString(ep)
+	defer C.free(unsafe.Pointer(ce))
+	if rc, err := C.wzmq_socket_monitor(s.p, ce, C.int(EventHandshakeSucceeded)); rc != 0 {
+		return nil, fmt.Errorf("monitor socket: %w", errOf(err))
+	}
+	pair, err := s.ctx.NewSocket(PAIR)
+	if err == nil {
+		if err = pair.SetLinger(0); err == nil {
+			err = pair.Connect(ep)
+		}
+		if err != nil {
+			pair.Close()
+		}
+	}
+	if err != nil {
+		C.wzmq_socket_monitor(s.p, nil, 0)
+		return nil, fmt.Errorf("monitor socket: %w", err)
+	}
+	return &Peers{sock: s, pair: pair}, nil
+}
+
+// Met reports whether the socket has completed a handshake with a peer by now.
+func (w *Peers) Met() bool {
+	for !w.met {
+		// An event is two frames: the event number (16 bits, native order) and its value, then
+		// the endpoint.
+		frames, err := w.pair.RecvMessageBytes(DONTWAIT)
+		if err != nil {
+			break // no event (yet)
+		}
+		if len(frames) > 0 && len(frames[0]) >= 2 && binary.NativeEndian.Uint16(frames[0]) == EventHandshakeSucceeded {
+			w.met = true
+		}
+	}
+	return w.met
+}
+
+// Close ends the watch; the socket goes on.
+func (w *Peers) Close() {
+	C.wzmq_socket_monitor(w.sock.p, nil, 0)
+	w.pair.Close()
+}
+
+// replySlice is how long one receive of RecvReply blocks at most: ctx is checked between them.
+const replySlice = 250 * time.Millisecond
+
+// RecvReply waits for the reply to a request sent on s, whose handshakes peers watches: within
+// timeout, and, once the socket has met a peer (Peers.Met), within patience from the start. A peer
+// that completed a handshake is up, and on a loaded machine it may answer late; nothing that never
+// completed one answers at all. met says whether the socket met a peer; ctx ends the wait. A wait
+// that ran out returns EAGAIN, as a receive past its ZMQ_RCVTIMEO does.
+func RecvReply(ctx context.Context, s *Socket, peers *Peers, timeout, patience time.Duration) (reply [][]byte, met bool, err error) {
+	start := time.Now()
+	bound := timeout
+	for {
+		elapsed := time.Since(start)
+		if elapsed >= bound && bound < patience && peers.Met() {
+			bound = patience
+		}
+		left := bound - elapsed
+		if left <= 0 {
+			return nil, peers.Met(), Errno(syscall.EAGAIN)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, peers.Met(), err
+		}
+		if err := s.SetRcvtimeo(max(min(left, replySlice), time.Millisecond)); err != nil {
+			return nil, peers.Met(), err
+		}
+		reply, err := s.RecvMessageBytes(0)
+		if err == nil {
+			return reply, peers.Met(), nil
+		}
+		if AsErrno(err) != Errno(syscall.EAGAIN) {
+			return nil, peers.Met(), err
+		}
+	}
 }

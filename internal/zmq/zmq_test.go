@@ -2,6 +2,7 @@ package zmq
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"net"
@@ -224,4 +225,58 @@ func TestShortFrameHoldingAGoAddress(t *testing.T) {
 		}
 	}
 	runtime.KeepAlive(live)
+}
+
+// RecvReply gives up at its timeout while the socket has met no peer (nothing at the port), and
+// once a peer completed a handshake it waits for that peer's late answer past the timeout.
+func TestRecvReplyIsPatientOnlyWithAPeerMet(t *testing.T) {
+	zctx := newContext(t)
+	ep := "tcp://127.0.0.1:" + strconv.Itoa(freePort(t))
+	req := pair(t, zctx, REQ)
+	peers, err := req.WatchPeers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peers.Close()
+	if err := req.Connect(ep); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := req.SendBytes([]byte("ping"), 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, met, err := RecvReply(context.Background(), req, peers, 100*time.Millisecond, time.Minute)
+	if AsErrno(err) != Errno(syscall.EAGAIN) || met {
+		t.Fatalf("reply with nothing at %s: met %v, %v; want EAGAIN and no peer met", ep, met, err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("waited %v with no peer met: the patience applied", d)
+	}
+	// A peer comes up at the port: the request libzmq kept reaches it.
+	rep := pair(t, zctx, REP)
+	if err := rep.Bind(ep); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := rep.RecvBytes(0); err != nil || string(got) != "ping" {
+		t.Fatalf("peer got %q, %v", got, err)
+	}
+	type result struct {
+		reply [][]byte
+		met   bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		reply, met, err := RecvReply(context.Background(), req, peers, 50*time.Millisecond, time.Minute)
+		done <- result{reply, met, err}
+	}()
+	// The answer leaves well after the client's timeout.
+	<-time.After(300 * time.Millisecond)
+	if _, err := rep.SendBytes([]byte("pong"), 0); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil || !r.met || len(r.reply) != 1 || string(r.reply[0]) != "pong" {
+		t.Fatalf("late reply from a peer met: %q, met %v, %v; want pong", r.reply, r.met, r.err)
+	}
 }

@@ -7,10 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/widetp/widetp/internal/zmq"
 )
 
 // local is a simulated host of a local run on 127.0.0.1.
@@ -59,7 +62,7 @@ func TestSideChannelAnswersWithItsKeyAndRecordsTheNonce(t *testing.T) {
 	if !errors.As(err, &be) || be.Errno != syscall.EADDRINUSE {
 		t.Fatalf("second ROUTER at %s: %v; want EADDRINUSE (pyzmq's ZMQError: Address already in use)", ep, err)
 	}
-	key, err := Dial(ctx, local, ep, "nonce-1", 2*time.Second)
+	key, err := Dial(ctx, local, ep, "nonce-1", 2*time.Second, 2*time.Second)
 	if err != nil || key != "engine-A" {
 		t.Fatalf("dial: %q, %v", key, err)
 	}
@@ -78,12 +81,130 @@ func TestDialNobodyIsNoAnswerWithinTheBound(t *testing.T) {
 	ep := probe.Endpoint()
 	probe.Close()
 	start := time.Now()
-	_, err = Dial(context.Background(), local, ep, "n", 300*time.Millisecond)
+	_, err = Dial(context.Background(), local, ep, "n", 300*time.Millisecond, time.Minute)
 	if !errors.Is(err, ErrNoAnswer) {
 		t.Fatalf("dial %s with nothing there: %v", ep, err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("took %v for a 300ms bound", d)
+		t.Errorf("took %v for a 300ms bound and nobody there to be patient with", d)
+	}
+}
+
+// slowPeer is a ZMQ REP peer on a port of its own that takes each request and answers it (with
+// key) only once answer is closed, or never.
+func slowPeer(t *testing.T, answer <-chan struct{}, key string) (endpoint string, got <-chan struct{}) {
+	t.Helper()
+	probe, err := ListenTCP(context.Background(), local, "tcp://127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep := probe.Endpoint()
+	probe.Close()
+	zctx, err := zmq.NewContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, err := zctx.NewSocket(zmq.REP)
+	if err == nil {
+		err = sock.SetLinger(0)
+	}
+	if err == nil {
+		err = sock.Bind(ep)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := make(chan struct{})
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if _, err := sock.RecvMessageBytes(0); err != nil {
+			return
+		}
+		close(received)
+		if _, open := <-answer; open {
+			return
+		}
+		sock.SendBytes([]byte(key), 0)
+	}()
+	t.Cleanup(func() {
+		sock.Close()
+		zctx.Term()
+		<-served
+	})
+	return ep, received
+}
+
+// TestDialWaitsForAPeerThatCompletedTheHandshake: on a loaded machine a peer that is up answers
+// late; the socket met it (a ZMTP handshake), so its answer is waited for past the timeout, up to
+// the patience (an e2e run on a loaded machine once recorded such a peer as unreachable).
+func TestDialWaitsForAPeerThatCompletedTheHandshake(t *testing.T) {
+	answer := make(chan struct{})
+	ep, received := slowPeer(t, answer, "late-key")
+	const timeout = 100 * time.Millisecond
+	go func() {
+		<-received
+		// The answer leaves only once the client's timeout has passed.
+		<-time.After(3 * timeout)
+		close(answer)
+	}()
+	start := time.Now()
+	key, err := Dial(context.Background(), local, ep, "n", timeout, time.Minute)
+	if err != nil || key != "late-key" {
+		t.Fatalf("dial of a peer that answers after %v: %q, %v; want its late answer", 3*timeout, key, err)
+	}
+	if d := time.Since(start); d < 3*timeout {
+		t.Fatalf("answered after %v, before the peer sent its answer", d)
+	}
+}
+
+// TestDialGivesUpOnASilentPeerAtThePatience: a peer that completed the handshake and never
+// answers is no answer once the patience ran out, and the error says that a peer was there.
+func TestDialGivesUpOnASilentPeerAtThePatience(t *testing.T) {
+	answer := make(chan struct{})
+	defer close(answer)
+	ep, _ := slowPeer(t, answer, "never")
+	start := time.Now()
+	_, err := Dial(context.Background(), local, ep, "n", 100*time.Millisecond, 400*time.Millisecond)
+	if !errors.Is(err, ErrNoAnswer) || !strings.Contains(err.Error(), "completed the handshake") {
+		t.Fatalf("dial of a silent peer: %v; want no answer from a peer that completed the handshake", err)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("gave up after %v, before the patience of 400ms", d)
+	}
+}
+
+// TestDialIsNotPatientWithAPortThatSpeaksNoZMTP: a port whose listener accepts the connection but
+// never speaks ZMTP (a port another program holds) completes no handshake: no answer at the
+// timeout, however long the patience.
+func TestDialIsNotPatientWithAPortThatSpeaksNoZMTP(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	start := time.Now()
+	_, err = Dial(context.Background(), local, "tcp://"+l.Addr().String(), "n", 300*time.Millisecond, time.Minute)
+	if !errors.Is(err, ErrNoAnswer) || strings.Contains(err.Error(), "completed the handshake") {
+		t.Fatalf("dial of a port that speaks no ZMTP: %v; want no answer and no peer met", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("took %v: waited on a listener that never completed a handshake", d)
+	}
+	l.Close()
+	for c := range accepted {
+		c.Close()
 	}
 }
 
@@ -174,7 +295,7 @@ func TestIPCSideChannelIsTakenOver(t *testing.T) {
 	}
 	defer second.Close()
 	for i := 0; i < 3; i++ {
-		key, err := Dial(ctx, n, "ipc:///tmp/side", "n", 2*time.Second)
+		key, err := Dial(ctx, n, "ipc:///tmp/side", "n", 2*time.Second, 2*time.Second)
 		if err != nil || key != "second" {
 			t.Fatalf("dial %d: %q, %v; want the later binder", i, key, err)
 		}
@@ -274,11 +395,11 @@ func TestContainerDialsAPeerByName(t *testing.T) {
 		}
 		return "", fmt.Errorf("no such host %s", h)
 	}}
-	key, err := Dial(ctx, stale, fmt.Sprintf("tcp://%s:%d", name, port), "n", 5*time.Second)
+	key, err := Dial(ctx, stale, fmt.Sprintf("tcp://%s:%d", name, port), "n", 5*time.Second, 5*time.Second)
 	if err != nil || key != "peer-key" {
 		t.Fatalf("dial %s by name with a stale answer: %q, %v; want libzmq to ask again and reach the peer", name, key, err)
 	}
-	if _, err := Dial(ctx, stale, fmt.Sprintf("tcp://nobody.invalid:%d", port), "n", 5*time.Second); err == nil || errors.Is(err, ErrNoAnswer) {
+	if _, err := Dial(ctx, stale, fmt.Sprintf("tcp://nobody.invalid:%d", port), "n", 5*time.Second, 5*time.Second); err == nil || errors.Is(err, ErrNoAnswer) {
 		t.Fatalf("dial of a name nobody knows: %v, want the resolution's error", err)
 	}
 }

@@ -196,8 +196,10 @@ var ErrNoAnswer = errors.New("no answer")
 
 // Dial sends one request carrying nonce to endpoint with a REQ socket and returns the key the
 // server answered with. Connecting never fails for a missing server (libzmq retries in the
-// background, as vLLM's client does); no answer within timeout is ErrNoAnswer.
-func Dial(ctx context.Context, n Net, endpoint, nonce string, timeout time.Duration) (string, error) {
+// background, as vLLM's client does). No answer within timeout is ErrNoAnswer, unless the socket
+// completed a ZMTP handshake with a peer: that peer is up and answers late on a loaded machine,
+// so its answer is waited for up to patience.
+func Dial(ctx context.Context, n Net, endpoint, nonce string, timeout, patience time.Duration) (string, error) {
 	real, err := n.zmqEndpoint(ctx, endpoint, false)
 	if err != nil {
 		return "", fmt.Errorf("dial %s: %w", endpoint, err)
@@ -215,10 +217,14 @@ func Dial(ctx context.Context, n Net, endpoint, nonce string, timeout time.Durat
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
+	peers, err := sock.WatchPeers()
+	if err != nil {
+		return "", fmt.Errorf("dial %s: %w", endpoint, err)
+	}
+	defer peers.Close()
 	for _, set := range []func() error{
 		func() error { return sock.SetLinger(0) },
 		func() error { return sock.SetSndtimeo(timeout) },
-		func() error { return sock.SetRcvtimeo(timeout) },
 		func() error { return sock.Connect(real) },
 	} {
 		if err := set(); err != nil {
@@ -228,8 +234,13 @@ func Dial(ctx context.Context, n Net, endpoint, nonce string, timeout time.Durat
 	if _, err := sock.SendBytes([]byte(protoPrefix+nonce), 0); err != nil {
 		return "", fmt.Errorf("%w at %s within %v", ErrNoAnswer, endpoint, timeout)
 	}
-	reply, err := sock.RecvMessageBytes(0)
-	if err != nil || len(reply) == 0 {
+	reply, met, err := zmq.RecvReply(ctx, sock, peers, timeout, patience)
+	switch {
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case (err != nil || len(reply) == 0) && met:
+		return "", fmt.Errorf("%w at %s within %v from a peer that completed the handshake", ErrNoAnswer, endpoint, max(timeout, patience))
+	case err != nil || len(reply) == 0:
 		return "", fmt.Errorf("%w at %s within %v", ErrNoAnswer, endpoint, timeout)
 	}
 	return string(reply[len(reply)-1]), nil

@@ -13,13 +13,19 @@ import (
 // ErrTimeout is returned when no reply came within the client's bound.
 var ErrTimeout = errors.New("timeout")
 
+// ErrSilent is returned with ErrTimeout when the server had completed the handshake: it was up
+// and did not answer within the client's patience (WithPatience).
+var ErrSilent = errors.New("the server completed the handshake and did not answer")
+
 // Client is an engine core scheduler's end of the channel (vLLM's LookupKeyClient): a REQ socket
 // connected to the path the engine core computes.
 type Client struct {
 	endpoint string
 	timeout  time.Duration
+	patience time.Duration
 	zctx     *zmq.Context
 	sock     *zmq.Socket
+	peers    *zmq.Peers
 	// broken is set once a request went unanswered: a REQ socket must receive before it can send
 	// again, so after a timeout it is unusable (vLLM's client would stay blocked forever).
 	broken bool
@@ -27,7 +33,8 @@ type Client struct {
 
 // Dial connects a REQ client to the model's ipc path (moved under WithRoot's root). Connecting never
 // fails for a missing server: libzmq keeps trying in the background, as vLLM's client does.
-// timeout bounds every request's send and receive.
+// timeout bounds every request's send and receive; WithPatience lets a receive from a server the
+// socket completed a handshake with go on past it.
 func Dial(modelPath string, timeout time.Duration, opts ...Option) (*Client, error) {
 	cfg := newConfig(opts)
 	if timeout <= 0 {
@@ -47,17 +54,25 @@ func Dial(modelPath string, timeout time.Duration, opts ...Option) (*Client, err
 			func() error { return sock.SetRcvtimeo(timeout) },
 			func() error { return sock.SetSndtimeo(timeout) })
 	}
+	var peers *zmq.Peers
+	if err == nil {
+		// Watched from before the connect, so that no handshake goes unseen.
+		peers, err = sock.WatchPeers()
+	}
 	if err == nil {
 		err = sock.Connect(endpoint)
 	}
 	if err != nil {
+		if peers != nil {
+			peers.Close()
+		}
 		if sock != nil {
 			sock.Close()
 		}
 		zctx.Term()
 		return nil, fmt.Errorf("dial lookup server %s at %s: %w", modelPath, endpoint, err)
 	}
-	return &Client{endpoint: endpoint, timeout: timeout, zctx: zctx, sock: sock}, nil
+	return &Client{endpoint: endpoint, timeout: timeout, patience: cfg.patience, zctx: zctx, sock: sock, peers: peers}, nil
 }
 
 // Lookup sends one lookup request and returns the hit count the server answered.
@@ -120,11 +135,18 @@ func (c *Client) roundTrip(ctx context.Context, frames [][]byte) ([][]byte, erro
 		}
 		return nil, fmt.Errorf("send: %w", err)
 	}
-	reply, err := c.sock.RecvMessageBytes(0)
+	reply, met, err := zmq.RecvReply(ctx, c.sock, c.peers, timeout, c.patience)
 	if err != nil {
 		c.broken = true
-		if zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) {
+		switch {
+		case zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN) && met:
+			return nil, fmt.Errorf("%w after %v: %w", ErrTimeout, max(timeout, c.patience), ErrSilent)
+		case zmq.AsErrno(err) == zmq.Errno(syscall.EAGAIN):
 			return nil, fmt.Errorf("%w after %v", ErrTimeout, timeout)
+		case errors.Is(err, context.DeadlineExceeded):
+			return nil, fmt.Errorf("%w: %w", ErrTimeout, err)
+		case ctx.Err() != nil:
+			return nil, err
 		}
 		return nil, fmt.Errorf("receive: %w", err)
 	}
@@ -133,6 +155,7 @@ func (c *Client) roundTrip(ctx context.Context, frames [][]byte) ([][]byte, erro
 
 // Close closes the socket without lingering.
 func (c *Client) Close() error {
+	c.peers.Close()
 	c.sock.Close()
 	if err := c.zctx.Term(); err != nil {
 		return fmt.Errorf("close lookup client %s: %w", c.endpoint, err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	zmq "github.com/widetp/widetp/internal/zmq"
 )
@@ -35,15 +36,21 @@ type Server struct {
 type Option func(*config)
 
 type config struct {
-	root    string
-	hits    func(Request) uint32
-	reset   func() bool
-	onServe func(nonce string)
-	log     *slog.Logger
+	root     string
+	patience time.Duration
+	hits     func(Request) uint32
+	reset    func() bool
+	onServe  func(nonce string)
+	log      *slog.Logger
 }
 
 // WithRoot places the socket file under root (see Endpoint).
 func WithRoot(root string) Option { return func(c *config) { c.root = root } }
+
+// WithPatience lets a client wait up to d for the answer of a server its socket completed a ZMTP
+// handshake with: that server is up, and on a loaded machine it may answer after the client's
+// timeout. A client whose socket met no server still gives up at its timeout.
+func WithPatience(d time.Duration) Option { return func(c *config) { c.patience = d } }
 
 // WithHits sets how many tokens a lookup hits. The default answers 0: simulated workers never store
 // KV blocks, so a real store lookup would find none.

@@ -46,9 +46,9 @@ func listen(t *testing.T, root string, opts ...Option) *Server {
 	return s
 }
 
-func dial(t *testing.T, root string, timeout time.Duration) *Client {
+func dial(t *testing.T, root string, timeout time.Duration, opts ...Option) *Client {
 	t.Helper()
-	c, err := Dial(modelPath, timeout, WithRoot(root))
+	c, err := Dial(modelPath, timeout, append([]Option{WithRoot(root)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,8 @@ func TestSecondBinderCapturesNewClients(t *testing.T) {
 }
 
 func TestClientTimesOutWithoutServer(t *testing.T) {
-	c := dial(t, shortRoot(t), 200*time.Millisecond)
+	// No server completes a handshake: the patience does not apply.
+	c := dial(t, shortRoot(t), 200*time.Millisecond, WithPatience(time.Hour))
 	start := time.Now()
 	_, err := c.Lookup(context.Background(), nonceReq(1, 1))
 	if !errors.Is(err, ErrTimeout) {
@@ -177,6 +178,56 @@ func TestClientTimesOutWithoutServer(t *testing.T) {
 	}
 	if time.Since(start) > requestBound {
 		t.Fatalf("timeout of 200ms took %v", time.Since(start))
+	}
+}
+
+// TestClientWaitsForAServerThatCompletedTheHandshake: on a loaded machine a server that is up
+// answers late; the client's socket met it, so its answer is waited for past the timeout, up to
+// the patience (vLLM's LookupKeyClient waits for ever).
+func TestClientWaitsForAServerThatCompletedTheHandshake(t *testing.T) {
+	root := shortRoot(t)
+	const timeout = 100 * time.Millisecond
+	release := make(chan struct{})
+	asked := make(chan struct{}, 1)
+	listen(t, root, WithHits(func(Request) uint32 {
+		asked <- struct{}{}
+		<-release
+		return 7
+	}))
+	go func() {
+		<-asked
+		// The answer leaves only once the client's timeout has passed.
+		<-time.After(3 * timeout)
+		close(release)
+	}()
+	c := dial(t, root, timeout, WithPatience(time.Minute))
+	start := time.Now()
+	hits, err := c.Lookup(context.Background(), nonceReq(1, 1))
+	if err != nil || hits != 7 {
+		t.Fatalf("Lookup of a server that answers after %v: %d, %v; want its late answer, 7", 3*timeout, hits, err)
+	}
+	if d := time.Since(start); d < 3*timeout {
+		t.Fatalf("answered after %v, before the server sent its answer", d)
+	}
+}
+
+// TestClientGivesUpOnASilentServerAtThePatience: a server that completed the handshake and never
+// answers is a timeout once the patience ran out, and the error says the server was there.
+func TestClientGivesUpOnASilentServerAtThePatience(t *testing.T) {
+	root := shortRoot(t)
+	release := make(chan struct{})
+	listen(t, root, WithHits(func(Request) uint32 { <-release; return 0 }))
+	// Registered after listen's cleanup, so it runs first: the server's goroutine is let go
+	// before the server is closed.
+	t.Cleanup(func() { close(release) })
+	c := dial(t, root, 100*time.Millisecond, WithPatience(400*time.Millisecond))
+	start := time.Now()
+	_, err := c.Lookup(context.Background(), nonceReq(1, 1))
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, ErrSilent) {
+		t.Fatalf("Lookup of a silent server: %v; want ErrTimeout and ErrSilent", err)
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Fatalf("gave up after %v, before the patience of 400ms", d)
 	}
 }
 
