@@ -50,9 +50,8 @@ func Dial(modelPath string, timeout time.Duration, opts ...Option) (*Client, err
 	}
 	sock, err := zctx.NewSocket(zmq.REQ)
 	if err == nil {
-		err = setup(sock,
-			func() error { return sock.SetRcvtimeo(timeout) },
-			func() error { return sock.SetSndtimeo(timeout) })
+		// The receive's bound is set by each request (zmq.RecvReply).
+		err = setup(sock, func() error { return sock.SetSndtimeo(timeout) })
 	}
 	var peers *zmq.Peers
 	if err == nil {
@@ -117,9 +116,6 @@ func (c *Client) roundTrip(ctx context.Context, frames [][]byte) ([][]byte, erro
 			return nil, ctx.Err()
 		}
 		timeout = min(timeout, left)
-	}
-	if err := c.sock.SetRcvtimeo(timeout); err != nil {
-		return nil, err
 	}
 	if err := c.sock.SetSndtimeo(timeout); err != nil {
 		return nil, err
