@@ -125,6 +125,10 @@ func Ping(ctx context.Context, timeout time.Duration) error { return docker.Ping
 // Clean removes everything labelled io.widetp.run on the Docker engine, images included.
 func Clean(ctx context.Context, opts ...Option) (Swept, error) { return docker.Clean(ctx, opts...) }
 
+// RemoveNetwork removes a run's Docker network called name; one the engine keeps for a stale
+// endpoint (moby/moby#42119) is an error that wraps ErrStaleNetwork.
+func RemoveNetwork(ctx context.Context, name string) error { return docker.RemoveNetwork(ctx, name) }
+
 // CleanPartitions removes every run's nftables tables on this machine (its partitions, and its
 // Docker network kept out of the connection tracker), whoever made them (the Docker and local runtimes remove their own on Close and sweep those of dead runs),
 // and returns how many it removed.

@@ -362,4 +362,14 @@ func TestRemoveNetworkExplainsAStaleEndpoint(t *testing.T) {
 	if err == nil || errors.Is(err, errStaleEndpoints) || !strings.Contains(err.Error(), "widetp-busy") || !strings.Contains(err.Error(), "active endpoints") {
 		t.Errorf("a network with a container still attached: %v", err)
 	}
+	// RemoveNetwork, the e2e leak spec's, is the same removal on the environment's engine.
+	if err := RemoveNetwork(ctx, "gone"); err != nil {
+		t.Errorf("RemoveNetwork of a network that is gone: %v", err)
+	}
+	if err := RemoveNetwork(ctx, "stale"); !errors.Is(err, errStaleEndpoints) {
+		t.Errorf("RemoveNetwork of a network with a stale endpoint: %v", err)
+	}
+	if err := RemoveNetwork(ctx, "busy"); err == nil || errors.Is(err, errStaleEndpoints) {
+		t.Errorf("RemoveNetwork of a network with a container still attached: %v", err)
+	}
 }

@@ -156,6 +156,18 @@ func removeNetwork(ctx context.Context, api *engine, id, name string) error {
 	}
 }
 
+// RemoveNetwork removes the network called name (a run's, of the engine's Docker network list): a
+// network that is gone already is not an error, and one the engine keeps for a stale endpoint
+// (moby/moby#42119) is an error that wraps runtimes.ErrStaleNetwork.
+func RemoveNetwork(ctx context.Context, name string) error {
+	cli, err := newEngineClient()
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return removeNetwork(ctx, cli, name, name)
+}
+
 // Labelled lists the containers, networks, images and volumes on the engine labelled with run runID
 // (any run when runID is ""): what the leak checks look for (images and their volumes
 // stay: they are a cache, Resource.Cache).
