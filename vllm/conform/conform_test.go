@@ -226,3 +226,29 @@ func BenchmarkConformFifty(b *testing.B) {
 		}
 	}
 }
+
+// `--api-server-count 0` without --headless takes the headless launch path: ServeSubcommand.cmd
+// (vllm/entrypoints/cli/serve.py) resolves the count, then runs run_headless for a count under 1.
+// The top process is the headless launcher, as the model plans it.
+func TestAPIServerCountZeroRunsTheHeadlessLauncher(t *testing.T) {
+	p := planner(t)
+	d := vllm.Deployment{Name: "api-server-count-0", Profile: snapshotProfile(t), Seed: "api-server-count-0",
+		Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},
+		Nodes: []vllm.Node{{Host: "h0", GPUs: 8, Commands: []string{
+			`vllm serve deepseek-ai/DeepSeek-V3 -tp 2 -dp 2 --api-server-count 0 --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`}}}}
+	plans, err := p.PlanDeployment(context.Background(), d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := plans[0].Commands[0]
+	if top.Identity.ID != "h0/0/headless-0" {
+		t.Errorf("vLLM's top process = %s, want h0/0/headless-0 (run_headless)", top.Identity.ID)
+	}
+	if len(top.Children) != 2 {
+		t.Errorf("the headless launcher starts %d engine cores, want 2", len(top.Children))
+	}
+	var c conform.Counts
+	if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
+		t.Errorf("model and vLLM disagree: %v %v", err, unexpected(ds))
+	}
+}

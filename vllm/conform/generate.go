@@ -176,7 +176,9 @@ func genInternalOneNode(g *gen) {
 		flags = append(flags, f("--data-parallel-size-local %d", dp))
 	}
 	if g.r.IntN(3) == 0 {
-		flags = append(flags, "--api-server-count 1")
+		// 0 runs the headless launcher without --headless (ServeSubcommand.cmd in
+		// vllm/entrypoints/cli/serve.py), 2 a second API server.
+		flags = append(flags, f("--api-server-count %d", g.pick(0, 1, 2)))
 	}
 	g.node("h0", g.line("", flags...))
 }

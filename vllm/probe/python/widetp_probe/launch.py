@@ -574,16 +574,33 @@ def _dispatch(launch, model):
     cmd.subparser_init(subparsers).set_defaults(dispatch_function=cmd.cmd)
     args = _parse(parser, ["serve"] + launch["args"])
     cmd.validate(args)
-    # ServeSubcommand.cmd picks the launch path; the role was guessed from --headless.
-    _retag(args)
+    # ServeSubcommand.cmd picks the launch path; the role was guessed from --headless, and is
+    # set again by the path it takes (_follow_paths).
+    _follow_paths(serve)
     args.dispatch_function(args)
 
 
-def _retag(args):
-    """The top process's role follows the path ServeSubcommand.cmd takes."""
-    if getattr(args, "data_parallel_multi_port_external_lb", False):
-        CURRENT.role = "dp-supervisor"
-        CURRENT.id = f"{CURRENT.host}/{CURRENT.cmd}/dp-supervisor-0"
+# The launch paths of vllm/entrypoints/cli/serve.py and the role of the process that takes one:
+# ServeSubcommand.cmd resolves --api-server-count first, so `--api-server-count 0` without
+# --headless runs run_headless too.
+_PATH_ROLES = {"run_headless": "headless", "run_dp_supervisor": "dp-supervisor"}
+
+
+def _follow_paths(serve):
+    """Wraps serve's launch functions so the top process's role is the path it took."""
+    for name, role in _PATH_ROLES.items():
+        orig = _original(serve, name)
+
+        def path(*a, _orig=orig, _role=role, **kw):
+            _retag(_role)
+            return _orig(*a, **kw)
+
+        setattr(serve, name, path)
+
+
+def _retag(role):
+    CURRENT.role = role
+    CURRENT.id = f"{CURRENT.host}/{CURRENT.cmd}/{role}-0"
 
 
 def _parse(parser, argv):
