@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,5 +167,27 @@ func TestConfigHashRefusal(t *testing.T) {
 	x := HandshakeExpect{First: 0, Count: 2, LocalCount: 1, RemoteHeadless: true, ConfigHash: "a"}
 	if got := x.RefuseReady(EngineHello{Index: 1, Headless: true}); !strings.Contains(got, "Worker hash: None, Expected hash: a.") {
 		t.Errorf("a READY without a hash: %q", got)
+	}
+}
+
+// TestHandshakeWithNoFrontEnd: engines whose handshake no front end ever binds (run_headless
+// alone, here through `--api-server-count 0`, which ServeSubcommand.cmd in
+// vllm/entrypoints/cli/serve.py sends there) wait out startup_handshake's poll
+// (vllm/v1/engine/core.py, HANDSHAKE_TIMEOUT_MINS): their ZMQ connect never fails, so they exit
+// with the handshake's RuntimeError, not torch's store time-out.
+func TestHandshakeWithNoFrontEnd(t *testing.T) {
+	procs := predict(t, true, "main", node("h0", "vllm serve org/M -tp 2 -dp 2 --api-server-count 0 "+store))
+	engines := 0
+	for _, p := range procs {
+		if p.Role != report.RoleEngineCore {
+			continue
+		}
+		engines++
+		if p.Exit == nil || p.Exit.Error != HandshakeNoAnswer || len(p.Rendezvous) != 1 || !slices.Equal(p.Rendezvous[0].Missing, []string{"rank 0"}) {
+			t.Errorf("%s: %s %+v, want %q", p.ID, exitText(p), p.Rendezvous, HandshakeNoAnswer)
+		}
+	}
+	if engines != 2 {
+		t.Errorf("%d engine cores, want run_headless's 2", engines)
 	}
 }

@@ -474,9 +474,14 @@ func (s *sim) settle(b *barrier, force bool) bool {
 	for _, m := range cutOff {
 		m.p.rec.Rendezvous = append(m.p.rec.Rendezvous, report.Rendezvous{
 			Kind: m.plan.Kind, Address: b.address, Error: "rank 0's host is cut off", Missing: []string{"rank 0"}})
-		// torch's TCPStore client: the connect to rank 0's store never completes.
-		events = append(events, exitEvent{m.p, 1, fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after %ds while trying to connect to %s.",
-			rendezvousTimeoutSeconds, b.address)})
+		// torch's TCPStore client: the connect to rank 0's store never completes. An engine's ZMQ
+		// handshake connects without an error and waits for the answer (rendezvousTimeoutError).
+		why := fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after %ds while trying to connect to %s.",
+			rendezvousTimeoutSeconds, b.address)
+		if m.plan.Hello != nil {
+			why = HandshakeNoAnswer
+		}
+		events = append(events, exitEvent{m.p, 1, why})
 	}
 	s.exitAll(events)
 	return true
@@ -616,7 +621,9 @@ func missingMembers(b *barrier, arrived []member, world int) []string {
 
 // rendezvousTimeoutError is the exception a member of a failed barrier exits with: the front
 // end's and the engine's handshake time-outs (vllm/v1/engine/utils.py, core.py), or torch's
-// TCPStore time-out for process groups.
+// TCPStore time-out for process groups. An engine on a handshake (its Hello) waits for an answer
+// whether or not any front end binds the address: its socket is ZMQ, whose connect succeeds
+// with nobody there (core.py startup_handshake polls HANDSHAKE_TIMEOUT_MINS for the answer).
 func rendezvousTimeoutError(b *barrier, m member, arrived, world int) string {
 	handshake := false
 	for _, x := range b.members {
@@ -627,8 +634,8 @@ func rendezvousTimeoutError(b *barrier, m member, arrived, world int) string {
 	switch {
 	case handshake && m.p.rec.Role == report.RoleAPIServer:
 		return "TimeoutError: Timed out waiting for engines to send initial message on input socket."
-	case handshake:
-		return "RuntimeError: Did not receive response from front-end process within 5 minutes"
+	case handshake || m.plan.Hello != nil:
+		return HandshakeNoAnswer
 	}
 	return fmt.Sprintf("torch.distributed.DistStoreError: Timed out after %d seconds waiting for clients. %d/%d clients joined.",
 		rendezvousTimeoutSeconds, arrived, world)

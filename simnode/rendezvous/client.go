@@ -65,6 +65,11 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 			if ctx.Err() != nil {
 				return Result{}, ctx.Err()
 			}
+			if m.Lost != "" {
+				// A ZMQ connect to an endpoint nobody binds succeeds, and the member waits for an
+				// answer until its time runs out.
+				return Result{}, &Error{Python: m.Lost, Missing: []string{rankName(0)}}
+			}
 			return Result{}, &Error{
 				Python: fmt.Sprintf("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying to connect to (%s, %s).",
 					cfg.Timeout.Milliseconds(), host, port),

@@ -39,11 +39,12 @@ type Member struct {
 	// Hello is what this member says about itself when it arrives (an engine core's HELLO on a
 	// front end's handshake), for rank 0's Screen; nil says nothing.
 	Hello []byte
-	// Lost, when set, is what this member raises when rank 0 goes away without answering it (its
-	// connection closes first). vLLM's handshake is a ZMQ socket, which hides a peer's disconnect
-	// and reconnects in silence: such a member keeps waiting, like a held one, until it is stopped
-	// or its time runs out, and then raises Lost. Empty: torch's store client, which fails at once
-	// (DistNetworkError).
+	// Lost, when set, is what this member raises when rank 0 never answers it: rank 0 goes away
+	// first (its connection closes), or never listens at all. vLLM's handshake is a ZMQ socket,
+	// which hides a peer's disconnect, reconnects in silence and connects to an endpoint nobody
+	// binds without an error: such a member keeps waiting, like a held one, until it is stopped or
+	// its time runs out, and then raises Lost. Empty: torch's store client, which fails at once
+	// (DistNetworkError) when rank 0 goes, and at its time-out when rank 0 never listens.
 	Lost string
 	// Screen, on rank 0, judges each member's Hello as it arrives (vLLM's front end reads each
 	// engine's HELLO as it comes). A Refuse ends the barrier at once: Join returns an *Error with

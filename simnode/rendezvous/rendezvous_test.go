@@ -534,6 +534,35 @@ func TestLostRank0(t *testing.T) {
 	}
 }
 
+// TestRank0ThatNeverListens: torch's store client gives up at its time-out with DistNetworkError;
+// a ZMQ handshake member (Lost) connects without an error to an endpoint nobody binds and waits
+// for an answer, then raises Lost at the same bound (vllm/v1/engine/core.py startup_handshake).
+func TestRank0ThatNeverListens(t *testing.T) {
+	addr := freeAddr(t) // nobody listens
+	const lost = "RuntimeError: no answer from the front end"
+	torch := Member{Kind: "dp", Address: addr, WorldSize: 2, Rank: 1, ID: "h/0/engine-core-1"}
+	zmq := torch
+	zmq.Lost = lost
+	bound := 300 * time.Millisecond
+	for _, c := range []struct {
+		name string
+		m    Member
+		want string
+	}{
+		{"torch", torch, "torch.distributed.DistNetworkError: The client socket has timed out"},
+		{"ZMQ", zmq, lost},
+	} {
+		start := time.Now()
+		var re *Error
+		if err := joinErr(context.Background(), c.m, cfg(bound)); !errors.As(err, &re) || !strings.HasPrefix(re.Python, c.want) || !slices.Equal(re.Missing, []string{rankName(0)}) {
+			t.Errorf("%s member: %v, want %q, rank 0 missing", c.name, err, c.want)
+		}
+		if waited := time.Since(start); waited < bound {
+			t.Errorf("%s member gave up after %v, before its bound %v", c.name, waited, bound)
+		}
+	}
+}
+
 // A member tells Forget about every dial that failed, with the reason, so that a cached answer for
 // rank 0's host can be asked for again.
 func TestJoinTellsForgetWhyADialFailed(t *testing.T) {
