@@ -589,6 +589,8 @@ _PATH_ROLES = {"run_headless": "headless", "run_dp_supervisor": "dp-supervisor"}
 def _follow_paths(serve):
     """Wraps serve's launch functions so the top process's role is the path it took."""
     for name, role in _PATH_ROLES.items():
+        if not hasattr(serve, name):
+            continue  # a vLLM from before that launch path
         orig = _original(serve, name)
 
         def path(*a, _orig=orig, _role=role, **kw):
