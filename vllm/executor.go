@@ -54,6 +54,25 @@ func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID
 	return nil
 }
 
+// attachExecutorWorkers adds the workers of the executor an engine core builds
+// (Executor.get_class): UniProcExecutor runs one worker in the engine core's own process
+// (vllm/v1/executor/uniproc_executor.py _distributed_args: rank 0, local rank the device index, 0
+// for a plain "cuda" device) whatever the world size, so a world of more than one waits for ranks
+// nobody starts; any other executor is attachWorkers.
+func (cp *cmdPlanner) attachExecutorWorkers(p *ProcessPlan, pc *ParallelConfig, engineID string) error {
+	if pc.DistributedExecutorBackend != "uni" {
+		return cp.attachWorkers(p, pc, engineID)
+	}
+	localAddr := ""
+	if !spansDP(pc) {
+		localAddr = cp.localAddr()
+	}
+	w := cp.worker(pc, p.Identity.ID, 0, 0, localAddr, engineID)
+	p.Identity.Replica = w.Identity.Replica
+	p.Children = append(p.Children, w)
+	return nil
+}
+
 // worker is one GPU worker: its ranks, its torch world, and the worker side of the Mooncake store
 // connector (MooncakeStoreWorker.__init__: DP engine index first, then the store client's
 // setup(), then the lookup server on parallel_config.rank == 0).

@@ -224,7 +224,7 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 	if dpEngine {
 		p.Rendezvous = append(p.Rendezvous, dpGroup(pc))
 	}
-	if err := cp.attachWorkers(p, pc, engineID); err != nil {
+	if err := cp.attachExecutorWorkers(p, pc, engineID); err != nil {
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		p.Rendezvous = nil
 		return p

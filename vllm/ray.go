@@ -61,7 +61,7 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 	if moe {
 		p.Rendezvous = append(p.Rendezvous, dpGroup(pc))
 	}
-	if err := cp.attachWorkers(p, pc, engineID); err != nil {
+	if err := cp.attachExecutorWorkers(p, pc, engineID); err != nil {
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		p.Rendezvous = nil
 		return p

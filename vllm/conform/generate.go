@@ -180,6 +180,11 @@ func genInternalOneNode(g *gen) {
 		// vllm/entrypoints/cli/serve.py), 2 a second API server.
 		flags = append(flags, f("--api-server-count %d", g.pick(0, 1, 2)))
 	}
+	if g.r.IntN(4) == 0 {
+		// uni runs one worker at rank 0 whatever the world size (UniProcExecutor._distributed_args
+		// in vllm/v1/executor/uniproc_executor.py); mp is the default made explicit.
+		flags = append(flags, "--distributed-executor-backend "+[]string{"uni", "mp"}[g.r.IntN(2)])
+	}
 	g.node("h0", g.line("", flags...))
 }
 
