@@ -88,7 +88,11 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	p.Identity.Replica = replicaName(cp.node.Host, world, pc)
 	p.Identity.EngineID = engineID
 	if err := cp.workerDevice(pc, localRank); err != nil {
+		// Worker.init_device raises before init_worker_distributed_environment: the worker never
+		// reaches its torch world, so it names no replica (nor does its engine core, which takes
+		// the first worker's).
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
+		p.Rendezvous, p.Identity.Replica = nil, ""
 		return p
 	}
 	if cp.args.KVTransfer.buildsConnector() {

@@ -305,6 +305,16 @@ func TestRuntimeFailures(t *testing.T) {
 		if w.Exit == nil || w.Exit.Error != "AssertionError: DP adjusted local rank 8 is out of bounds for 8 devices." {
 			t.Errorf("worker: %s", exitText(w))
 		}
+		// init_device raises before init_worker_distributed_environment: no torch world, so no
+		// replica for the worker nor for its engine core (which names its first worker's).
+		for _, a := range w.Addresses {
+			if a.Channel == "torch-world" {
+				t.Errorf("worker: torch-world address %+v, want none", a)
+			}
+		}
+		if e := get(t, procs, "h/0/engine-core-1"); w.Replica != "" || e.Replica != "" {
+			t.Errorf("replicas: worker %q, engine core %q, want none", w.Replica, e.Replica)
+		}
 		api := get(t, procs, "h/0/api-server-0")
 		if api.Exit == nil || !strings.HasSuffix(api.Exit.Error, "{'EngineCore_DP1': 1}") {
 			t.Errorf("api server: %s", exitText(api))
