@@ -185,7 +185,19 @@ func genInternalOneNode(g *gen) {
 		// in vllm/v1/executor/uniproc_executor.py); mp is the default made explicit.
 		flags = append(flags, "--distributed-executor-backend "+[]string{"uni", "mp"}[g.r.IntN(2)])
 	}
-	g.node("h0", g.line("", flags...))
+	env := ""
+	if g.r.IntN(4) == 0 {
+		// Fewer visible devices than the engines need: a worker whose DP-adjusted local rank is
+		// past them raises in Worker.init_device (vllm/v1/worker/gpu_worker.py), before its torch
+		// world.
+		n := g.pick(1, 2, 4)
+		devs := make([]string, n)
+		for i := range devs {
+			devs[i] = fmt.Sprint(g.gpus - n + i)
+		}
+		env = "CUDA_VISIBLE_DEVICES=" + strings.Join(devs, ",")
+	}
+	g.node("h0", g.line(env, flags...))
 }
 
 func genInternalHeadless(g *gen) {
