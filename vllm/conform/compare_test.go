@@ -229,3 +229,33 @@ func TestGeneratedScenariosLoad(t *testing.T) {
 		}
 	}
 }
+
+// A headless follower without --data-parallel-start-rank starts engines 0 and 1, which the head
+// runs itself: their HELLOs carry engine indexes already in use on the head's handshake ROUTER,
+// which rejects the second peer of an identity, so the front end never reads them and refuses
+// nothing (vLLM's wait_for_engine_startup, vllm/v1/engine/utils.py; the probe feeds the front
+// end's own engines first). Only HELLOs that reach the front end count.
+func TestHandshakeRefusalsCountOnlyTheHELLOsThatArrive(t *testing.T) {
+	prof, _ := vllm.ProfileNamed("main")
+	const flags = " -tp 2 -dp 4 --data-parallel-size-local 2 --data-parallel-address h0 --data-parallel-rpc-port 13345"
+	d := vllm.Deployment{Name: "follower-without-start-rank", Profile: prof, Seed: "s",
+		Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},
+		Nodes: []vllm.Node{
+			{Host: "h0", GPUs: 8, Commands: []string{"vllm serve deepseek-ai/DeepSeek-V3" + flags}},
+			{Host: "h1", GPUs: 8, Commands: []string{"vllm serve deepseek-ai/DeepSeek-V3 --headless" + flags}},
+		}}
+	plans := modelPlans(t, d)
+	var c Counts
+	if ds := CompareHandshakes(d.Name, plans, map[string]string{}, &c); len(ds) > 0 {
+		t.Errorf("refusals of HELLOs the ROUTER rejects: %+v", ds)
+	}
+	if c.Fields == 0 {
+		t.Fatal("no handshake compared")
+	}
+	// Had vLLM read a rejected HELLO and refused it, the model, which does not read it, would
+	// disagree.
+	ds := CompareHandshakes(d.Name, plans, map[string]string{"h0/0/api-server-0": "RuntimeError: HELLO message from remote engine 0, expected it to be local"}, &c)
+	if len(ds) != 1 {
+		t.Errorf("a refusal the model does not find: %d disagreements, want 1", len(ds))
+	}
+}

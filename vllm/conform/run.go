@@ -59,8 +59,8 @@ type verdictPlanner interface {
 func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[string]string, c *Counts) []Disagreement {
 	procs := flatten(plans)
 	type member struct {
-		host string
-		r    vllm.RendezvousPlan
+		id, host string
+		r        vllm.RendezvousPlan
 	}
 	byKey := map[string][]member{}
 	ids := make([]string, 0, len(procs))
@@ -68,7 +68,7 @@ func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[str
 		ids = append(ids, id)
 		for _, r := range p.Rendezvous {
 			k := report.BarrierKey(p.Identity.Host, r.Address)
-			byKey[k] = append(byKey[k], member{p.Identity.Host, r})
+			byKey[k] = append(byKey[k], member{id, p.Identity.Host, r})
 		}
 	}
 	sort.Strings(ids)
@@ -82,10 +82,24 @@ func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[str
 			c.Fields++
 			refusals := map[string]bool{}
 			var list []string
-			for _, m := range byKey[report.BarrierKey(p.Identity.Host, r.Address)] {
-				if m.r.Hello == nil {
+			// The handshake is a ROUTER socket without handover: a second peer that connects with
+			// an engine index (its identity) already in use is rejected, and its HELLO never
+			// arrives. Which one comes first is a race; the probe feeds the front end's own engines
+			// first, then the others (vllm/probe conventions.feed_front_end), and so does this.
+			members := byKey[report.BarrierKey(p.Identity.Host, r.Address)]
+			own := func(m member) bool { return strings.HasPrefix(m.id, p.Identity.ID+"/") }
+			sort.SliceStable(members, func(i, j int) bool {
+				if own(members[i]) != own(members[j]) {
+					return own(members[i])
+				}
+				return members[i].id < members[j].id
+			})
+			claimed := map[int]bool{}
+			for _, m := range members {
+				if m.r.Hello == nil || claimed[m.r.Hello.Index] {
 					continue
 				}
+				claimed[m.r.Hello.Index] = true
 				for _, t := range []string{r.Expect.Refuse(*m.r.Hello), maskHashes(r.Expect.RefuseReady(*m.r.Hello))} {
 					if t != "" && !refusals[t] {
 						refusals[t] = true
