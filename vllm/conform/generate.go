@@ -186,11 +186,12 @@ func genInternalOneNode(g *gen) {
 		flags = append(flags, "--distributed-executor-backend "+[]string{"uni", "mp"}[g.r.IntN(2)])
 	}
 	env := ""
-	if g.r.IntN(4) == 0 {
-		// Fewer visible devices than the engines need: a worker whose DP-adjusted local rank is
-		// past them raises in Worker.init_device (vllm/v1/worker/gpu_worker.py), before its torch
-		// world.
-		n := g.pick(1, 2, 4)
+	if dp > 1 && g.r.IntN(3) == 0 {
+		// Fewer visible devices than the engines need, though enough for one engine's world (the
+		// scenario loader refuses a world larger than the node's devices): a worker whose
+		// DP-adjusted local rank is past them raises in Worker.init_device
+		// (vllm/v1/worker/gpu_worker.py), before its torch world.
+		n := tp * pp * (1 + g.r.IntN(dp-1))
 		devs := make([]string, n)
 		for i := range devs {
 			devs[i] = fmt.Sprint(g.gpus - n + i)
