@@ -147,6 +147,10 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		dpAddress = *a.DataParallelAddress
 	case a.DataParallelBackend == "ray":
 		dpAddress = in.hostIP
+	case a.DataParallelBackend != "mp":
+		// create_engine_config asserts the backend where it defaults the address (before
+		// ParallelConfig validates it), with a tuple for its message (vllm/engine/arg_utils.py).
+		return nil, &PyError{Type: "AssertionError", Msg: "('data_parallel_backend can only be ray or mp, got %s', " + pyRepr(a.DataParallelBackend) + ")"}
 	default:
 		dpAddress = a.MasterAddr
 		if dpAddress == "" {

@@ -252,3 +252,25 @@ func TestAPIServerCountZeroRunsTheHeadlessLauncher(t *testing.T) {
 		t.Errorf("model and vLLM disagree: %v %v", err, unexpected(ds))
 	}
 }
+
+// Launches that fail ParallelConfig's field constraints, or create_engine_config's assert on the
+// DP backend (vllm/engine/arg_utils.py; its message is a tuple), crash with the same text in the
+// model as in vLLM: pydantic's errors on one line with their input values.
+func TestConfigValidationTextsMatchVLLM(t *testing.T) {
+	p := planner(t)
+	for _, line := range []string{
+		"-tp 0 -dp 0",
+		"-tp 2 -dp 2 --data-parallel-rank -1",
+		"-tp 2 -dp 2 --data-parallel-rpc-port 70000",
+		"-tp 2 -dp 2 --data-parallel-backend xyz",
+		"-tp 2 -dp 2 --data-parallel-backend xyz --data-parallel-address h0",
+	} {
+		d := vllm.Deployment{Name: "config-texts", Profile: snapshotProfile(t), Seed: "config-texts",
+			Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},
+			Nodes: []vllm.Node{{Host: "h0", GPUs: 8, Commands: []string{"vllm serve deepseek-ai/DeepSeek-V3 " + line}}}}
+		var c conform.Counts
+		if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
+			t.Errorf("%s: model and vLLM disagree: %v %v", line, err, unexpected(ds))
+		}
+	}
+}

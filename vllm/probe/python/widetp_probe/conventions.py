@@ -433,16 +433,22 @@ def exception_text(e):
     else:
         qual = _MODULE_ALIASES.get(mod, mod) + "." + name
     if qual.startswith("pydantic_core") and hasattr(e, "errors"):
+        # pydantic prints each error over lines: its location, its message with the input value;
+        # the plan's rendering keeps them on one line, "; "-separated. A validator's ValueError
+        # (type value_error) is its message alone.
         try:
             errs = e.errors()
             title = getattr(e, "title", "")
-            if len(errs) == 1:
-                loc = errs[0].get("loc") or ()
-                where = ".".join(str(x) for x in loc)
-                msg = errs[0]["msg"]
-                if errs[0].get("type") == "value_error" or not where:
-                    return f"pydantic_core.ValidationError: 1 validation error for {title}: {msg}"
-                return f"pydantic_core.ValidationError: 1 validation error for {title}: {where}: {msg}"
+            items = []
+            for err in errs:
+                where = ".".join(str(x) for x in err.get("loc") or ())
+                if err.get("type") == "value_error" or not where:
+                    items.append(err["msg"])
+                else:
+                    items.append(f"{where}: {err['msg']} [input_value={err.get('input')!r}]")
+            if items:
+                count = "1 validation error" if len(items) == 1 else f"{len(items)} validation errors"
+                return f"pydantic_core.ValidationError: {count} for {title}: " + "; ".join(items)
         except Exception:  # noqa: BLE001
             pass
     msg = str(e)
