@@ -33,6 +33,12 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 	hybridLB := a.DataParallelHybridLB
 	D, PP, TP := a.DataParallelSize, a.PipelineParallelSize, a.TensorParallelSize
 
+	// _check_feature_supported, before any DP check (vllm/engine/arg_utils.py): pipeline
+	// parallelism needs the default executor backend, mp, ray or external_launcher.
+	if b := a.DistributedExecutorBackend; PP > 1 && b != nil && *b != "mp" && *b != "ray" && *b != "external_launcher" {
+		const feature = "Pipeline Parallelism without Ray distributed executor or multiprocessing executor or external launcher"
+		return nil, &PyError{Type: "NotImplementedError", Msg: feature + " is not supported. We recommend to remove " + feature + " from your config."}
+	}
 	// Asserts before PR #49124, ValueErrors since (dpLaunchCheck); the headless one stayed an assert.
 	checks := in.profile.DPLaunchChecks
 	if in.headless && hybridLB {

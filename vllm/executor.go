@@ -90,9 +90,9 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	if err := cp.workerDevice(pc, localRank); err != nil {
 		// Worker.init_device raises before init_worker_distributed_environment: the worker never
 		// reaches its torch world, so it names no replica (nor does its engine core, which takes
-		// the first worker's).
+		// the first worker's), nor its KV connector, so no engine_id.
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
-		p.Rendezvous, p.Identity.Replica = nil, ""
+		p.Rendezvous, p.Identity.Replica, p.Identity.EngineID = nil, "", ""
 		return p
 	}
 	if cp.args.KVTransfer.buildsConnector() {

@@ -266,6 +266,8 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 		{"TP not divisible by DCP", "config/parallel.py _validate_parallel_config", "vllm serve m -tp 4 -dcp 3", true, "tp_size=4 must be divisible by dcp_size=3."},
 		{"world larger than the node", "config/parallel.py __post_init__", "vllm serve m -tp 16", true, "World size (16) is larger than the number of available GPUs (8)"},
 		{"CUDA_VISIBLE_DEVICES narrows the node", "config/parallel.py __post_init__", "CUDA_VISIBLE_DEVICES=0,1 vllm serve m -tp 4", true, "World size (4) is larger than the number of available GPUs (2)"},
+		{"PP with the uni executor", "arg_utils.py _check_feature_supported", "vllm serve m -pp 2 -dp 2 -dpl 4 --distributed-executor-backend uni", true,
+			"NotImplementedError: Pipeline Parallelism without Ray distributed executor or multiprocessing executor or external launcher is not supported."},
 		{"bad DP backend without a DP address", "arg_utils.py create_engine_config (assert, a tuple for its message)", "vllm serve m -dpb slurm", true, "AssertionError: ('data_parallel_backend can only be ray or mp, got %s', 'slurm')"},
 		{"bad DP backend with a DP address", "config/parallel.py DataParallelBackend", "vllm serve m -dpb slurm --data-parallel-address h", true, "data_parallel_backend: Input should be 'ray' or 'mp' [input_value='slurm']"},
 		{"offline DP for a dense model", "config/parallel.py __post_init__", "VLLM_DP_SIZE=2 vllm serve m", false, "Offline data parallel mode is not supported/useful for dense models."},
@@ -315,6 +317,11 @@ func TestRuntimeFailures(t *testing.T) {
 		}
 		if e := get(t, procs, "h/0/engine-core-1"); w.Replica != "" || e.Replica != "" {
 			t.Errorf("replicas: worker %q, engine core %q, want none", w.Replica, e.Replica)
+		}
+		// Nor does it build its KV connector: no engine_id, where the workers that start have one.
+		procs = predict(t, true, "main", node("h", `vllm serve org/M -dp 2 -tp 8 --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`))
+		if ok, bad := get(t, procs, "h/0/engine-core-0/worker-0"), get(t, procs, "h/0/engine-core-1/worker-0"); ok.EngineID == "" || bad.EngineID != "" {
+			t.Errorf("engine_id: started worker %q, failed worker %q, want one and none", ok.EngineID, bad.EngineID)
 		}
 		api := get(t, procs, "h/0/api-server-0")
 		if api.Exit == nil || !strings.HasSuffix(api.Exit.Error, "{'EngineCore_DP1': 1}") {
