@@ -39,10 +39,7 @@ func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID
 	if err != nil {
 		return err
 	}
-	localAddr := ""
-	if !spansDP(pc) {
-		localAddr = cp.localAddr()
-	}
+	localAddr := cp.workersLocalAddr(pc)
 	start := lws * nodeRank
 	for i := 0; i < lws && cp.err == nil; i++ {
 		w := cp.worker(pc, p.Identity.ID, i, start+i, localAddr, engineID)
@@ -54,6 +51,16 @@ func (cp *cmdPlanner) attachWorkers(p *ProcessPlan, pc *ParallelConfig, engineID
 	return nil
 }
 
+// workersLocalAddr is where an executor's workers meet when their torch world stays within the
+// replica: a host-local address of this command (planner.go localAddr); "" when the world spans
+// the DP replicas and workersWorld names its address.
+func (cp *cmdPlanner) workersLocalAddr(pc *ParallelConfig) string {
+	if spansDP(pc) {
+		return ""
+	}
+	return cp.localAddr()
+}
+
 // attachExecutorWorkers adds the workers of the executor an engine core builds
 // (Executor.get_class): UniProcExecutor runs one worker in the engine core's own process
 // (vllm/v1/executor/uniproc_executor.py _distributed_args: rank 0, local rank the device index, 0
@@ -63,10 +70,7 @@ func (cp *cmdPlanner) attachExecutorWorkers(p *ProcessPlan, pc *ParallelConfig, 
 	if pc.DistributedExecutorBackend != "uni" {
 		return cp.attachWorkers(p, pc, engineID)
 	}
-	localAddr := ""
-	if !spansDP(pc) {
-		localAddr = cp.localAddr()
-	}
+	localAddr := cp.workersLocalAddr(pc)
 	w := cp.worker(pc, p.Identity.ID, 0, 0, localAddr, engineID)
 	p.Identity.Replica = w.Identity.Replica
 	p.Children = append(p.Children, w)
