@@ -186,19 +186,27 @@ func genInternalOneNode(g *gen) {
 		flags = append(flags, "--distributed-executor-backend "+[]string{"uni", "mp"}[g.r.IntN(2)])
 	}
 	env := ""
-	if dp > 1 && g.r.IntN(3) == 0 {
-		// Fewer visible devices than the engines need, though enough for one engine's world (the
-		// scenario loader refuses a world larger than the node's devices): a worker whose
-		// DP-adjusted local rank is past them raises in Worker.init_device
-		// (vllm/v1/worker/gpu_worker.py), before its torch world.
-		n := tp * pp * (1 + g.r.IntN(dp-1))
-		devs := make([]string, n)
-		for i := range devs {
-			devs[i] = fmt.Sprint(g.gpus - n + i)
-		}
-		env = "CUDA_VISIBLE_DEVICES=" + strings.Join(devs, ",")
+	if g.r.IntN(3) == 0 {
+		env = g.narrowDevices(tp*pp, dp)
 	}
 	g.node("h0", g.line(env, flags...))
+}
+
+// narrowDevices is a CUDA_VISIBLE_DEVICES= prefix that shows a node's engines (each a world of
+// world devices) fewer devices than they need, though enough for one world (the scenario loader
+// refuses a world larger than the node's devices): a worker whose DP-adjusted local rank is past
+// them raises in Worker.init_device (vllm/v1/worker/gpu_worker.py), before its torch world. ""
+// when the node runs one engine.
+func (g *gen) narrowDevices(world, engines int) string {
+	if engines < 2 {
+		return ""
+	}
+	n := world * (1 + g.r.IntN(engines-1))
+	devs := make([]string, n)
+	for i := range devs {
+		devs[i] = fmt.Sprint(g.gpus - n + i)
+	}
+	return "CUDA_VISIBLE_DEVICES=" + strings.Join(devs, ",")
 }
 
 func genInternalHeadless(g *gen) {
@@ -267,7 +275,11 @@ func genHybrid(g *gen) {
 		if g.r.IntN(4) == 0 {
 			flags = append(flags, "--data-parallel-hybrid-lb")
 		}
-		g.node(host(i), g.line("", flags...))
+		env := ""
+		if g.r.IntN(4) == 0 {
+			env = g.narrowDevices(tp, local)
+		}
+		g.node(host(i), g.line(env, flags...))
 	}
 }
 
