@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,14 +128,21 @@ type planned struct {
 // profile then only tells the model which vLLM it is compared with).
 func plan(ctx context.Context, pl e2ePlanner, name, profile string) planned {
 	GinkgoHelper()
+	return planFile(ctx, pl, filepath.Join(scenarioDir, name+".yaml"), profile)
+}
+
+// planFile is plan for the scenario file at path.
+func planFile(ctx context.Context, pl e2ePlanner, path, profile string) planned {
+	GinkgoHelper()
+	name := strings.TrimSuffix(filepath.Base(path), ".yaml")
 	if pl != vllmPlanner {
-		s := loadAs(name, profile)
+		s := loadFileAs(path, profile)
 		predicted, err := vllm.Predict(s.Deployment())
 		Expect(err).NotTo(HaveOccurred())
 		return planned{s: s, planner: pl, predicted: predicted}
 	}
 	p, vllmProfile := theVLLMPlanner()
-	s := loadAs(name, vllmProfile)
+	s := loadFileAs(path, vllmProfile)
 	plans, err := p.PlanDeployment(ctx, s.Deployment())
 	Expect(err).NotTo(HaveOccurred(), "plan %s with vLLM (%s)", name, p.Source().Path)
 	predicted, err := vllm.PredictPlans(s.Deployment(), plans)

@@ -16,9 +16,15 @@ import (
 // loadAs loads a shipped scenario under another profile (`--profile`).
 func loadAs(name, profile string) *scenarios.Scenario {
 	GinkgoHelper()
+	return loadFileAs(filepath.Join(scenarioDir, name+".yaml"), profile)
+}
+
+// loadFileAs loads the scenario file at path under profile.
+func loadFileAs(path, profile string) *scenarios.Scenario {
+	GinkgoHelper()
 	spec, err := scenarios.ParseProfileSpec(profile)
 	Expect(err).NotTo(HaveOccurred())
-	s, err := scenarios.Load(filepath.Join(scenarioDir, name+".yaml"), scenarios.WithProfile(spec))
+	s, err := scenarios.Load(path, scenarios.WithProfile(spec))
 	Expect(err).NotTo(HaveOccurred())
 	return s
 }

@@ -37,6 +37,8 @@ import (
 //	                     (vllm/distributed/kv_transfer/kv_connector/v1/nixl)
 //	offload-region       the tiering offload spec's /dev/shm region (vllm/v1/kv_offload/tiering/spec.py)
 //	offload-p2p-control  the P2P tier's ZMQ control socket (vllm/v1/kv_offload/tiering/p2p/manager.py)
+//	kv-events            the scheduler's KV event publisher and its replay socket, offset by the
+//	                     engine's DP index (vllm/distributed/kv_events.py; kvevents.go)
 //
 // The rendezvous the model meets at (rendezvous.go) keep their own derived ports; the entries
 // above say what vLLM binds there, and the rendezvous layer is what exercises them.
@@ -340,6 +342,7 @@ func (cp *cmdPlanner) engineCoreAddresses(p *ProcessPlan, pc *ParallelConfig, e 
 			cp.nixlSchedulerAddresses(p, pc, e, c, add)
 		}
 	}
+	cp.kvEventsAddresses(p, pc, add)
 }
 
 func (cp *cmdPlanner) workerAddresses(p *ProcessPlan, pc *ParallelConfig, e addrEnv, add func(AddressPlan)) {

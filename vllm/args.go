@@ -61,6 +61,8 @@ type ServeArgs struct {
 
 	// KVTransfer is --kv-transfer-config; nil when not given.
 	KVTransfer *KVTransferConfig `json:"kv_transfer_config,omitempty"`
+	// KVEvents is --kv-events-config; nil when not given.
+	KVEvents *KVEventsConfig `json:"kv_events_config,omitempty"`
 
 	// Other lists every other flag as given, in order, under its canonical long name.
 	Other []Option `json:"other,omitempty"`

@@ -321,8 +321,62 @@ func (p *argParser) run() error {
 		}
 		p.args.KVTransfer = kv
 	}
+	if evMap := p.args.jsonConfig("--kv-events-config"); evMap != nil {
+		ev, err := kvEventsFromMap(evMap)
+		if err != nil {
+			return err
+		}
+		p.args.KVEvents = ev
+	}
 	return nil
 }
+
+// validatedConfigs are the JSON flags whose dataclass the model reads, with their validation
+// (argparse's type= runs pydantic on each occurrence).
+var validatedConfigs = map[string]func(map[string]any) error{
+	"--kv-transfer-config": func(m map[string]any) error { _, err := kvTransferFromMap(m); return err },
+	"--kv-events-config":   func(m map[string]any) error { _, err := kvEventsFromMap(m); return err },
+}
+
+// dataclassConfigs are the other JSON flags whose type= is EngineArgs' parse_dataclass, which
+// expands human-readable numbers before pydantic reads the JSON (vllm/engine/arg_utils.py
+// _compute_kwargs).
+var dataclassConfigs = map[string]bool{
+	"--eplb-config": true, "--fault-tolerance-config": true, "--ir-op-priority": true, "--ec-manager-config": true,
+	"--compilation-config": true, "--attention-config": true, "--kernel-config": true,
+	"--structured-outputs-config": true, "--profiler-config": true, "--ec-transfer-config": true,
+	"--weight-transfer-config": true,
+}
+
+// expandHumanNumbers is arg_utils._expand_json_human_readable_numbers: outside JSON strings, a
+// bare number with a k/m/g/t (decimal) or K/M/G/T (binary) suffix becomes human_readable_int's
+// integer. A token that function refuses (a fraction with a binary suffix) is left as it is, and
+// the JSON decoder refuses it.
+func expandHumanNumbers(val string) string {
+	var b strings.Builder
+	last := 0
+	for _, loc := range jsonStrings().FindAllStringIndex(val, -1) {
+		b.WriteString(expandHumanTokens(val[last:loc[0]]))
+		b.WriteString(val[loc[0]:loc[1]])
+		last = loc[1]
+	}
+	b.WriteString(expandHumanTokens(val[last:]))
+	return b.String()
+}
+
+func expandHumanTokens(s string) string {
+	return humanToken().ReplaceAllStringFunc(s, func(t string) string {
+		if n, ok := humanReadableInt(t); ok {
+			return n.String()
+		}
+		return t
+	})
+}
+
+var (
+	jsonStrings = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"`) })
+	humanToken  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b\d+(?:\.\d+)?[kKmMgGtT]\b`) })
+)
 
 // negativeNumber is argparse's _negative_number_matcher: since no option looks like a negative
 // number, such a word is a value ("--seed -1").
@@ -540,20 +594,29 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid float value: %q", val)}
 		}
 	case kindJSON:
-		if flag == "--kv-transfer-config" {
-			obj, err := jsonObject(val)
+		if validate, ok := validatedConfigs[flag]; ok {
+			if val == "" || val == "None" {
+				// optional_type: the config is None (a later occurrence or the dotted keys may
+				// still give one).
+				p.setWhole(flag, nil)
+				return nil
+			}
+			obj, err := jsonObject(expandHumanNumbers(val))
 			if err != nil {
 				return &ArgError{Flag: spec.display(), Value: val, Reason: err.Error()}
 			}
 			// argparse runs the type (pydantic's validation) on every occurrence, even one a
 			// later occurrence replaces.
-			if _, err := kvTransferFromMap(obj); err != nil {
+			if err := validate(obj); err != nil {
 				return err
 			}
 			p.setWhole(flag, obj)
 			return nil
 		}
 		if strings.HasPrefix(strings.TrimSpace(val), "{") {
+			if dataclassConfigs[flag] {
+				val = expandHumanNumbers(val)
+			}
 			obj, err := jsonObject(val)
 			if err != nil {
 				return &ArgError{Flag: spec.display(), Value: val, Reason: err.Error()}

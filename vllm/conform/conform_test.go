@@ -274,3 +274,70 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		}
 	}
 }
+
+// The schedulers' KV event publishers (vllm/distributed/kv_events.py ZmqEventPublisher, built by
+// vllm/v1/core/sched/scheduler.py with the engine's data_parallel_index): vLLM's own factory, run
+// by the probe on each engine core's config, and the model agree on every endpoint, its role,
+// and the engines that raise instead (an ipc endpoint past DP index 0) — and the probe does
+// derive them (a planner that derived none would agree with nothing to compare).
+func TestKVEventPublishersMatchVLLM(t *testing.T) {
+	p := planner(t)
+	const m = "deepseek-ai/DeepSeek-V3"
+	ev := func(extra string) string {
+		return `--kv-events-config '{"enable_kv_cache_events":true` + extra + `}'`
+	}
+	deps := map[string][][]string{
+		"one-node-dp4":  {{"vllm serve " + m + " -tp 2 -dp 4 " + ev(`,"replay_endpoint":"tcp://*:5600"`)}},
+		"hybrid-2-node": {{"vllm serve " + m + " -tp 4 -dp 4 -dpl 2 --data-parallel-hybrid-lb --data-parallel-address h0 " + ev("")}, {"vllm serve " + m + " -tp 4 -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-hybrid-lb --data-parallel-address h0 " + ev("")}},
+		"wide-tp-external": {
+			{"vllm serve " + m + " -tp 16 -dp 2 --data-parallel-rank 0 --data-parallel-address h0 --nnodes 4 --node-rank 0 --master-addr h0 " + ev("")},
+			{"vllm serve " + m + " -tp 16 -dp 2 --data-parallel-rank 0 --data-parallel-address h0 --nnodes 4 --node-rank 1 --master-addr h0 --headless " + ev("")},
+			{"vllm serve " + m + " -tp 16 -dp 2 --data-parallel-rank 1 --data-parallel-address h0 --nnodes 4 --node-rank 2 --master-addr h2 " + ev("")},
+			{"vllm serve " + m + " -tp 16 -dp 2 --data-parallel-rank 1 --data-parallel-address h0 --nnodes 4 --node-rank 3 --master-addr h2 --headless " + ev("")}},
+		"ipc-dp2":     {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"ipc:///tmp/kv_events"`)}},
+		"inproc-dp2":  {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"inproc://kv"`)}},
+		"connect-dp2": {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://localhost:5557"`)}},
+		"bad-port":    {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://*:abc"`)}},
+	}
+	published := 0
+	for name, nodes := range deps {
+		d := vllm.Deployment{Name: "kv-events-" + name, Profile: snapshotProfile(t), Seed: name,
+			Model: vllm.Model{Name: m, MoE: true}}
+		for i, cmds := range nodes {
+			d.Nodes = append(d.Nodes, vllm.Node{Host: fmt.Sprintf("h%d", i), GPUs: 8, Commands: cmds})
+		}
+		plans, err := p.PlanDeployment(context.Background(), d)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, np := range plans {
+			for _, top := range np.Commands {
+				var walk func(pp *vllm.ProcessPlan)
+				walk = func(pp *vllm.ProcessPlan) {
+					for _, a := range pp.Addresses {
+						if a.Channel == "kv-events" {
+							published++
+						}
+					}
+					for _, c := range pp.Children {
+						walk(c)
+					}
+				}
+				walk(top)
+			}
+		}
+		model, err := vllm.ModelPlanner{}.PlanDeployment(context.Background(), d)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var c conform.Counts
+		if ds := conform.Compare(d.Name, plans, model, &c); len(ds) > 0 {
+			t.Errorf("%s: model and vLLM disagree: %v", name, unexpected(ds))
+		}
+	}
+	// one-node-dp4: 4 engines × (PUB + replay); hybrid: 4; wide-TP: 2 heads; ipc: engine 0 only;
+	// inproc and connect: 2 each; bad-port: engine 0 (index 0 leaves the endpoint as written).
+	if want := 8 + 4 + 2 + 1 + 2 + 2 + 1; published != want {
+		t.Errorf("vLLM's plans hold %d kv-events addresses, want %d", published, want)
+	}
+}

@@ -66,6 +66,8 @@ type gen struct {
 	// kvConfig is the deployment's --kv-transfer-config value; env its nodes' environment.
 	kvConfig string
 	env      map[string]string
+	// kvEvents is the deployment's --kv-events-config flag and value ("" for none).
+	kvEvents string
 }
 
 // Generate returns n deployments, reproducible from seed, under profile prof.
@@ -91,6 +93,9 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 		g.env = nodeEnvs[0]
 		if g.r.IntN(3) == 0 {
 			g.env = nodeEnvs[g.r.IntN(len(nodeEnvs))]
+		}
+		if g.r.IntN(3) == 0 {
+			g.kvEvents = kvEventsConfigs[g.r.IntN(len(kvEventsConfigs))]
 		}
 		path.gen(g)
 		out = append(out, g.d)
@@ -126,7 +131,24 @@ func (g *gen) line(env string, flags ...string) string {
 	if g.kv {
 		parts = append(parts, "--kv-transfer-config", g.kvConfig)
 	}
+	if g.kvEvents != "" {
+		parts = append(parts, g.kvEvents)
+	}
 	return strings.Join(parts, " ")
+}
+
+// kvEventsConfigs are the KV event publisher settings a deployment may use: the default wildcard
+// endpoint, another port with a replay socket, the dotted form, a connect endpoint, an ipc and an
+// inproc one (which ZmqEventPublisher cannot offset past DP index 0, or suffixes), and events
+// configured but off.
+var kvEventsConfigs = []string{
+	`--kv-events-config '{"enable_kv_cache_events":true}'`,
+	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"tcp://*:6100","replay_endpoint":"tcp://*:6200"}'`,
+	`--kv-events-config.enable_kv_cache_events true --kv-events-config.topic kv`,
+	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"tcp://localhost:5557"}'`,
+	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"ipc:///tmp/kv_events"}'`,
+	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"inproc://kv"}'`,
+	`--kv-events-config '{"publisher":"zmq"}'`,
 }
 
 // kvConfigs are the connector configurations a deployment may use: the Mooncake store connector

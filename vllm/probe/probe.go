@@ -81,12 +81,13 @@ var program embed.FS
 // contract's AddressPlan, vllm/addresses.go): the front end's HTTP socket (setup_server, with
 // serve.py's reuse_port), ParallelConfig's DP master port probe, the DP coordinator's and the
 // engine I/O sockets' addresses (DPCoordinator.__init__ to its third address,
-// get_engine_zmq_addresses), the executors' distributed_init_method, and the handshake, DP group
-// and torch world the processes meet at. The rest — the DP supervisor's health port, the NIXL,
+// get_engine_zmq_addresses), the executors' distributed_init_method, the handshake, DP group
+// and torch world the processes meet at, and the schedulers' KV event publishers
+// (EventPublisherFactory.create). The rest — the DP supervisor's health port, the NIXL,
 // P2P Mooncake and offloading connectors' side channels and regions — come from connectors and
 // servers the probe does not build: a vllm plan lists none of them, and conform compares these.
 var AddressChannels = []string{"api-server", "dp-master-ports", "dp-coordinator", "engine-io",
-	"executor-init", "dp-handshake", "dp-group", "torch-world"}
+	"executor-init", "dp-handshake", "dp-group", "torch-world", "kv-events"}
 
 // ErrUnavailable marks a vllm planner that cannot start: no python3, no vLLM at the path, vLLM
 // that does not import. The CLI exits 2 on it.

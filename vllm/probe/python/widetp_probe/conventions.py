@@ -282,6 +282,15 @@ def worker_ranks(pc):
     return r % tp, (r // (tp * pcp)) % pp
 
 
+def kv_events_bindable(endpoint):
+    """Whether a run binds a KV event publisher's endpoint for real (vllm/kvevents.go
+    kvEventsBindable): tcp://*:<port up to 65535>, or an absolute ipc path."""
+    if endpoint.startswith("ipc://"):
+        return endpoint[len("ipc://"):].startswith("/")
+    m = re.fullmatch(r"tcp://\*:([0-9]{1,5})", endpoint)
+    return m is not None and int(m.group(1)) <= 65535
+
+
 # --- config stand-ins ---------------------------------------------------------------------------
 
 
@@ -331,7 +340,7 @@ class VllmConfigStandIn:
         self.parallel_config = pc
         self.model_config = ModelConfigStandIn(engine_args, model)
         self.kv_transfer_config = engine_args.kv_transfer_config
-        self.kv_events_config = None
+        self.kv_events_config = engine_args.kv_events_config
         self.ec_transfer_config = None
         self.shutdown_timeout = 0
         self.speculative_config = None

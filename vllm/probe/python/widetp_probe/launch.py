@@ -430,6 +430,7 @@ def after_cut(proc):
         proc.stage = "connector-init"
         try:
             scheduler_connector(proc)
+            kv_events(proc)
         except BaseException as e:  # noqa: BLE001
             _fail(proc, e)
 
@@ -524,6 +525,51 @@ def scheduler_connector(proc):
     if mkv.kv_connector_extra_config.get("enable_lookup", True):
         proc.connector["lookup_path"] = path
         proc.connector["lookup_role"] = "client"
+
+
+class _SocketLog:
+    """Zmq hooks that record every bind and connect, then hand the call on."""
+
+    def __init__(self, inner):
+        self.inner, self.log = inner, []
+
+    def bind(self, sock, addr):
+        self.log.append((sock.type, "bind", addr))
+        self.inner.bind(sock, addr)
+
+    def connect(self, sock, addr):
+        self.log.append((sock.type, "connect", addr))
+        self.inner.connect(sock, addr)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+KV_EVENTS_SOURCE = "vllm/distributed/kv_events.py ZmqEventPublisher (EventPublisherFactory.create in Scheduler.__init__)"
+
+
+def kv_events(proc):
+    """The scheduler's KV event publisher, which Scheduler.__init__ builds right after its KV
+    connector: vLLM's EventPublisherFactory with the engine's kv_events_config and
+    data_parallel_index; the stand-in sockets record where it binds or connects."""
+    cfg = proc.config
+    ev = getattr(cfg, "kv_events_config", None) if cfg is not None else None
+    if ev is None:
+        return
+    from vllm.distributed.kv_events import EventPublisherFactory
+
+    idx = cfg.parallel_config.data_parallel_index
+    rec = _SocketLog(zmq_standin.HOOKS)
+    zmq_standin.HOOKS = rec
+    try:
+        publisher = EventPublisherFactory.create(ev, idx)
+    finally:
+        zmq_standin.HOOKS = rec.inner
+    publisher.shutdown()
+    for typ, op, endpoint in rec.log:
+        who = "replay" if typ == zmq_standin.SOCKET_TYPES["ROUTER"] else "publisher"
+        address("kv-events", op, endpoint, KV_EVENTS_SOURCE, "connector-init", key=f"{who} dp{idx}",
+                exercised=op == "bind" and conventions.kv_events_bindable(endpoint), flavor="zmq")
 
 
 # ---------------------------------------------------------------------------------------------

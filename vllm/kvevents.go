@@ -1,0 +1,269 @@
+package vllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/widetp/widetp/report"
+)
+
+// KV cache events (--kv-events-config): every engine core's scheduler builds an event publisher
+// (vllm/v1/core/sched/scheduler.py Scheduler.__init__, right after its KV connector:
+// EventPublisherFactory.create(kv_events_config, parallel_config.data_parallel_index)). The ZMQ
+// publisher (vllm/distributed/kv_events.py ZmqEventPublisher) offsets its endpoint's port by the
+// engine's global DP index, so the engines of one host publish on distinct ports only when their
+// DP indexes differ: two deployments on one host (a prefill and a decode instance, say) whose
+// engines share an index fight over one port, and the later one's engine core dies at start-up.
+
+// KVEventsConfig is --kv-events-config (vllm/config/kv_events.py KVEventsConfig): the fields that
+// decide where an engine's scheduler publishes.
+type KVEventsConfig struct {
+	Enabled bool `json:"enable_kv_cache_events"`
+	// Publisher is "null" or "zmq"; KVEventsConfig.__post_init__ makes an unset one "zmq" when
+	// events are enabled and "null" otherwise.
+	Publisher      string  `json:"publisher"`
+	Endpoint       string  `json:"endpoint"`
+	ReplayEndpoint *string `json:"replay_endpoint,omitempty"`
+}
+
+// publishes is EventPublisherFactory.create choosing the ZMQ publisher (the null one binds
+// nothing).
+func (k *KVEventsConfig) publishes() bool {
+	return k != nil && k.Enabled && k.Publisher != "null"
+}
+
+// kvEventsFields are KVEventsConfig's fields in declaration order (pydantic reports field errors
+// in this order, then unexpected keys).
+var kvEventsFields = []string{"enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint",
+	"buffer_steps", "hwm", "max_queue_size", "topic"}
+
+// kvEventsFromMap validates --kv-events-config as argparse's type= does: pydantic's lax JSON-mode
+// validation of the KVEventsConfig dataclass (extra keys forbidden), every error of one value in
+// one ValidationError.
+func kvEventsFromMap(m map[string]any) (*KVEventsConfig, error) {
+	k := &KVEventsConfig{Endpoint: "tcp://*:5557"}
+	var errs []string
+	bad := func(field, msg string, v any) {
+		errs = append(errs, fmt.Sprintf("%s: %s [input_value=%s]", field, msg, pydanticRepr(v)))
+	}
+	publisherSet := false
+	for _, f := range kvEventsFields {
+		v, ok := m[f]
+		if !ok {
+			continue
+		}
+		switch f {
+		case "enable_kv_cache_events":
+			b, msg := pydanticBool(v)
+			if msg != "" {
+				bad(f, msg, v)
+			}
+			k.Enabled = b
+		case "publisher":
+			s, isStr := v.(string)
+			if !isStr || s != "null" && s != "zmq" {
+				bad(f, "Input should be 'null' or 'zmq'", v)
+			}
+			k.Publisher, publisherSet = s, true
+		case "endpoint", "topic":
+			s, isStr := v.(string)
+			if !isStr {
+				bad(f, "Input should be a valid string", v)
+			}
+			if f == "endpoint" {
+				k.Endpoint = s
+			}
+		case "replay_endpoint":
+			if v == nil {
+				continue
+			}
+			s, isStr := v.(string)
+			if !isStr {
+				bad(f, "Input should be a valid string", v)
+			}
+			k.ReplayEndpoint = &s
+		default:
+			if msg := pydanticInt(v); msg != "" {
+				bad(f, msg, v)
+			}
+		}
+	}
+	var extra []string
+	for key := range m {
+		known := false
+		for _, f := range kvEventsFields {
+			known = known || key == f
+		}
+		if !known {
+			extra = append(extra, key)
+		}
+	}
+	// Unexpected keys come after the fields, in the order the JSON gave them; Go's map has lost
+	// that order, so they are sorted (the count and the keys are what matter).
+	sort.Strings(extra)
+	for _, key := range extra {
+		bad(key, "Unexpected keyword argument", m[key])
+	}
+	switch len(errs) {
+	case 0:
+	case 1:
+		return nil, &ArgError{Flag: "--kv-events-config", Reason: "1 validation error for KVEventsConfig: " + errs[0]}
+	default:
+		return nil, &ArgError{Flag: "--kv-events-config",
+			Reason: fmt.Sprintf("%d validation errors for KVEventsConfig: %s", len(errs), strings.Join(errs, "; "))}
+	}
+	if !publisherSet {
+		k.Publisher = "null"
+		if k.Enabled {
+			k.Publisher = "zmq"
+		}
+	}
+	return k, nil
+}
+
+// pydanticBool is pydantic's lax bool: JSON booleans, the integers 0 and 1 (and floats equal to
+// them), and the strings it recognises in any case. msg is pydantic's error, "" when v is valid.
+func pydanticBool(v any) (b bool, msg string) {
+	switch x := v.(type) {
+	case bool:
+		return x, ""
+	case json.Number:
+		f, err := x.Float64()
+		if err == nil && (f == 0 || f == 1) {
+			return f == 1, ""
+		}
+		return false, "Input should be a valid boolean, unable to interpret input"
+	case string:
+		switch strings.ToLower(x) {
+		case "0", "off", "f", "false", "n", "no":
+			return false, ""
+		case "1", "on", "t", "true", "y", "yes":
+			return true, ""
+		}
+		return false, "Input should be a valid boolean, unable to interpret input"
+	}
+	return false, "Input should be a valid boolean"
+}
+
+// pydanticInt is pydantic's lax int, as an error message ("" when v is valid): JSON integers,
+// floats without a fractional part, booleans, and strings Python's int() reads.
+func pydanticInt(v any) string {
+	switch x := v.(type) {
+	case bool:
+		return ""
+	case json.Number:
+		if _, err := x.Int64(); err == nil {
+			return ""
+		}
+		f, err := x.Float64()
+		if err == nil && f == math.Trunc(f) {
+			return ""
+		}
+		return "Input should be a valid integer, got a number with a fractional part"
+	case string:
+		if _, err := pyInt(x); err == nil {
+			return ""
+		}
+		return "Input should be a valid integer, unable to parse string as an integer"
+	}
+	return "Input should be a valid integer"
+}
+
+// pydanticRepr renders a decoded JSON value as pydantic's input_value does (Python's repr()).
+func pydanticRepr(v any) string {
+	if s, ok := v.(string); ok {
+		return pyRepr(s)
+	}
+	return pyStr(v)
+}
+
+// offsetEndpointPort is ZmqEventPublisher.offset_endpoint_port: an empty endpoint or DP index 0
+// stays as it is; an endpoint naming inproc gets a "_dp<index>" suffix; one naming tcp with a
+// colon gets the number after its last colon raised by the index (Python's int() of that text,
+// whose ValueError propagates); anything else raises ValueError.
+func offsetEndpointPort(endpoint string, index int) (string, error) {
+	if endpoint == "" || index == 0 {
+		return endpoint, nil
+	}
+	if strings.Contains(endpoint, "inproc") {
+		return fmt.Sprintf("%s_dp%d", endpoint, index), nil
+	}
+	if !strings.Contains(endpoint, "tcp") {
+		return "", &PyError{Type: "ValueError", Msg: "Invalid endpoint: must contain 'inproc' or 'tcp'"}
+	}
+	i := strings.LastIndex(endpoint, ":")
+	if i < 0 {
+		return endpoint, nil
+	}
+	port, err := pyInt(endpoint[i+1:])
+	if err != nil {
+		return "", &PyError{Type: "ValueError", Msg: "invalid literal for int() with base 10: " + pyRepr(endpoint[i+1:])}
+	}
+	return endpoint[:i] + ":" + strconv.Itoa(port+index), nil
+}
+
+// publisherBinds is ZmqEventPublisher._socket_setup's rule for its PUB socket: bind an endpoint
+// with a wildcard ("*" or "::") or an ipc/inproc one, connect to any other.
+func publisherBinds(endpoint string) bool {
+	return strings.Contains(endpoint, "*") || strings.Contains(endpoint, "::") ||
+		strings.HasPrefix(endpoint, "ipc://") || strings.HasPrefix(endpoint, "inproc://")
+}
+
+// kvEventsBindable: a run binds the endpoint for real — a wildcard tcp one (tcp://*:port, the
+// form the publisher binds) with a port libzmq takes, or an absolute ipc path. inproc sockets live
+// inside the process; IPv6 wildcards (the publisher's socket does not enable IPv6) and endpoints
+// libzmq would refuse are listed, not bound.
+func kvEventsBindable(endpoint string) bool {
+	if p, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
+		return strings.HasPrefix(p, "/")
+	}
+	m := kvEventsTCP().FindStringSubmatch(endpoint)
+	if m == nil {
+		return false
+	}
+	port, err := strconv.Atoi(m[1])
+	return err == nil && port <= 65535
+}
+
+var kvEventsTCP = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^tcp://\*:([0-9]{1,5})$`) })
+
+// kvEventsAddresses lists an engine core's event publisher, which its scheduler builds after its
+// KV connector (so an engine core that failed before, its connector included, builds none): the
+// PUB socket at the offset endpoint, then the replay ROUTER, always bound. An endpoint the offset
+// cannot read makes the engine core raise there.
+func (cp *cmdPlanner) kvEventsAddresses(p *ProcessPlan, pc *ParallelConfig, add func(AddressPlan)) {
+	k := cp.args.KVEvents
+	if !k.publishes() || p.Crash != nil {
+		return
+	}
+	idx := pc.DataParallelIndex
+	pub, err := offsetEndpointPort(k.Endpoint, idx)
+	var replay string
+	if err == nil && k.ReplayEndpoint != nil {
+		replay, err = offsetEndpointPort(*k.ReplayEndpoint, idx)
+	}
+	if err != nil {
+		p.Crash = &Crash{Stage: StageConnectorInit, Error: err.Error()}
+		return
+	}
+	src := "vllm/distributed/kv_events.py ZmqEventPublisher (endpoint offset by data_parallel_index; built by vllm/v1/core/sched/scheduler.py Scheduler.__init__)"
+	role, how := report.AddressConnect, "PUB connect: no wildcard in the endpoint"
+	if publisherBinds(pub) {
+		role, how = report.AddressBind, "PUB bind"
+	}
+	add(AddressPlan{Address: report.Address{Channel: "kv-events", Role: role, Endpoint: pub,
+		Key: fmt.Sprintf("publisher dp%d", idx), Exercised: role == report.AddressBind && kvEventsBindable(pub),
+		Source: src + "; " + how}, Stage: StageConnectorInit, Flavor: BindFlavorZMQ})
+	if k.ReplayEndpoint == nil {
+		return
+	}
+	add(AddressPlan{Address: report.Address{Channel: "kv-events", Role: report.AddressBind, Endpoint: replay,
+		Key: fmt.Sprintf("replay dp%d", idx), Exercised: kvEventsBindable(replay),
+		Source: src + "; replay ROUTER bind"}, Stage: StageConnectorInit, Flavor: BindFlavorZMQ})
+}
