@@ -452,11 +452,12 @@ func TestProfiles(t *testing.T) {
 	if names := ProfileNames(); !reflect.DeepEqual(names, []string{"main", "main-455edc0", "pre-48061"}) {
 		t.Errorf("ProfileNames = %v", names)
 	}
-	// The snapshot's commit: main without PR #53743's two halves.
+	// The snapshot's commit: main without PR #53743's two halves and without PR #55844.
 	snap, err := ProfileNamed("main-455edc0")
 	m.Name, m.MooncakeDPIndex = "", MooncakeDPIndexGlobal
 	want := m
 	want.NNodesWithinDP, want.ExternalLBRank = NNodesWithinDPFloor, ExternalLBRankInfer
+	want.KVEventsPortZero = KVEventsPortZeroOffset
 	if snap.Name = ""; err != nil || snap != want {
 		t.Errorf("main-455edc0 = %+v, %v; want %+v", snap, err, want)
 	}

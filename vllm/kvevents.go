@@ -186,8 +186,9 @@ func pydanticRepr(v any) string {
 // offsetEndpointPort is ZmqEventPublisher.offset_endpoint_port: an empty endpoint or DP index 0
 // stays as it is; an endpoint naming inproc gets a "_dp<index>" suffix; one naming tcp with a
 // colon gets the number after its last colon raised by the index (Python's int() of that text,
-// whose ValueError propagates); anything else raises ValueError.
-func offsetEndpointPort(endpoint string, index int) (string, error) {
+// whose ValueError propagates) — except port 0 when keepZero (PR #55844); anything else raises
+// ValueError.
+func offsetEndpointPort(endpoint string, index int, keepZero bool) (string, error) {
 	if endpoint == "" || index == 0 {
 		return endpoint, nil
 	}
@@ -204,6 +205,9 @@ func offsetEndpointPort(endpoint string, index int) (string, error) {
 	port, err := pyInt(endpoint[i+1:])
 	if err != nil {
 		return "", &PyError{Type: "ValueError", Msg: "invalid literal for int() with base 10: " + pyRepr(endpoint[i+1:])}
+	}
+	if port == 0 && keepZero {
+		return endpoint, nil
 	}
 	return endpoint[:i] + ":" + strconv.Itoa(port+index), nil
 }
@@ -233,6 +237,15 @@ func kvEventsBindable(endpoint string) bool {
 
 var kvEventsTCP = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^tcp://\*:([0-9]{1,5})$`) })
 
+// kernelPicked is PR #55844's bind of a wildcard at port 0: the node's own address (get_ip()),
+// the port the kernel's, read back with LAST_ENDPOINT.
+func (cp *cmdPlanner) kernelPicked(endpoint string) string {
+	if endpoint != "tcp://*:0" {
+		return endpoint
+	}
+	return "tcp://" + hostPort(cp.hostIP, 0)
+}
+
 // kvEventsAddresses lists an engine core's event publisher, which its scheduler builds after its
 // KV connector (so an engine core that failed before, its connector included, builds none): the
 // PUB socket at the offset endpoint, then the replay ROUTER, always bound. An endpoint the offset
@@ -243,10 +256,11 @@ func (cp *cmdPlanner) kvEventsAddresses(p *ProcessPlan, pc *ParallelConfig, add 
 		return
 	}
 	idx := pc.DataParallelIndex
-	pub, err := offsetEndpointPort(k.Endpoint, idx)
+	kernel := cp.opts.Profile.KVEventsPortZero == KVEventsPortZeroKernel
+	pub, err := offsetEndpointPort(k.Endpoint, idx, kernel)
 	var replay string
 	if err == nil && k.ReplayEndpoint != nil {
-		replay, err = offsetEndpointPort(*k.ReplayEndpoint, idx)
+		replay, err = offsetEndpointPort(*k.ReplayEndpoint, idx, kernel)
 	}
 	if err != nil {
 		p.Crash = &Crash{Stage: StageConnectorInit, Error: err.Error()}
@@ -256,6 +270,9 @@ func (cp *cmdPlanner) kvEventsAddresses(p *ProcessPlan, pc *ParallelConfig, add 
 	role, how := report.AddressConnect, "PUB connect: no wildcard in the endpoint"
 	if publisherBinds(pub) {
 		role, how = report.AddressBind, "PUB bind"
+	}
+	if kernel {
+		pub, replay = cp.kernelPicked(pub), cp.kernelPicked(replay)
 	}
 	add(AddressPlan{Address: report.Address{Channel: "kv-events", Role: role, Endpoint: pub,
 		Key: fmt.Sprintf("publisher dp%d", idx), Exercised: role == report.AddressBind && kvEventsBindable(pub),

@@ -35,7 +35,7 @@ func TestOffsetEndpointPort(t *testing.T) {
 		{"ipc:///tmp/tcpx", 1, "", "ValueError: invalid literal for int() with base 10: '///tmp/tcpx'"},
 	}
 	for _, tt := range tests {
-		got, err := offsetEndpointPort(tt.endpoint, tt.index)
+		got, err := offsetEndpointPort(tt.endpoint, tt.index, false)
 		gotErr := ""
 		if err != nil {
 			gotErr = err.Error()
@@ -219,6 +219,20 @@ func TestKVEventPublishers(t *testing.T) {
 		}
 		if ec := get(t, procs, "h/0/engine-core-1"); ec.Exit == nil || ec.Exit.Error != "ValueError: Invalid endpoint: must contain 'inproc' or 'tcp'" {
 			t.Errorf("engine 1: %s", exitText(ec))
+		}
+	})
+	t.Run("port 0: offset past index 0 before PR #55844; since, every engine binds its node's address at a port the kernel picks", func(t *testing.T) {
+		line := `vllm serve org/M -dp 2 --kv-events-config '{"enable_kv_cache_events": true, "endpoint": "tcp://*:0"}'`
+		old := publishers(t, predict(t, true, "main+kv_events_port_zero=offset", node("h", line)))
+		if !slices.Equal(old["h/0/engine-core-1"], []string{"bind tcp://*:1 publisher dp1 exercised=true"}) {
+			t.Errorf("before #55844, engine 1: %v", old["h/0/engine-core-1"])
+		}
+		now := publishers(t, predict(t, true, "main", Node{Host: "h", GPUs: 8, Env: map[string]string{"VLLM_HOST_IP": "10.0.0.7"}, Commands: []string{line}}))
+		for i := 0; i < 2; i++ {
+			id := fmt.Sprintf("h/0/engine-core-%d", i)
+			if want := []string{fmt.Sprintf("bind tcp://10.0.0.7:0 publisher dp%d exercised=false", i)}; !slices.Equal(now[id], want) {
+				t.Errorf("since #55844, %s: %v, want %v", id, now[id], want)
+			}
 		}
 	})
 	t.Run("no publisher: events off, the null publisher, or a scheduler connector that failed first", func(t *testing.T) {

@@ -718,7 +718,7 @@ func (p *argParser) dotted(spec *flagSpec, key, val string) error {
 	if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
 		return &ArgError{Flag: spec.display(), Value: key, Reason: fmt.Sprintf("invalid key %q", key)}
 	}
-	if spec.long() != "--kv-transfer-config" {
+	if _, read := validatedConfigs[spec.long()]; !read {
 		v := key + "=" + val
 		p.other(spec.long()+".", &v)
 	}

@@ -14,13 +14,15 @@ type Profile struct {
 	// The address rules (profile_addresses.go): how vLLM's port allocators scan (PRs #36191,
 	// #50965), how a single-node executor's workers meet (PR #50999), where the KV-offload P2P
 	// control socket binds (PR #47636), what names the offload shared-memory region (PR #47987),
-	// and who listens on the NIXL side channel (PR #26338).
+	// who listens on the NIXL side channel (PR #26338), and where a KV event publisher with port 0
+	// binds (PR #55844).
 	VLLMPortList       string `json:"vllm_port_list"`
 	OpenPortReserved   string `json:"open_port_reserved"`
 	ExecutorRendezvous string `json:"executor_rendezvous"`
 	OffloadP2PPort     string `json:"offload_p2p_port"`
 	OffloadRegionKey   string `json:"offload_region_key"`
 	NIXLSideChannel    string `json:"nixl_side_channel"`
+	KVEventsPortZero   string `json:"kv_events_port_zero"`
 	// MooncakeDPIndex is the Mooncake store connector's DP engine index rule (PR #48061).
 	MooncakeDPIndex string `json:"mooncake_dp_index"`
 	// NNodesWithinDP is ParallelConfig.nnodes_within_dp's rounding (PR #53743).
@@ -196,12 +198,14 @@ var namedProfiles = map[string]func() Profile{
 	},
 	// main-455edc0 is vLLM main of 2026-08-17 (commit 455edc0), the snapshot conformance runs
 	// against: it has PRs #46628, #47692, #48061 and #49124, and lacks #53743 (no clamp, and an
-	// external-LB --nnodes launch still takes the rank inferred from --node-rank).
+	// external-LB --nnodes launch still takes the rank inferred from --node-rank) and #55844 (a
+	// KV event publisher's port 0 is offset like any port).
 	"main-455edc0": func() Profile {
 		p := mainProfile()
 		p.Name = "main-455edc0"
 		p.NNodesWithinDP = NNodesWithinDPFloor
 		p.ExternalLBRank = ExternalLBRankInfer
+		p.KVEventsPortZero = KVEventsPortZeroOffset
 		return p
 	},
 }

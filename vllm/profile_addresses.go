@@ -55,6 +55,14 @@ const (
 	// NIXLSideChannelScheduler: the engine core's scheduler listens once, at
 	// VLLM_NIXL_SIDE_CHANNEL_PORT + data_parallel_index, with every rank's metadata (PR #26338).
 	NIXLSideChannelScheduler = "scheduler"
+
+	// KVEventsPortZeroOffset: ZmqEventPublisher.offset_endpoint_port raises a tcp endpoint's port
+	// by the engine's DP index whatever it is, so tcp://*:0 becomes tcp://*:1, :2, ... past DP
+	// index 0 (before PR #55844).
+	KVEventsPortZeroOffset = "offset"
+	// KVEventsPortZeroKernel: port 0 stays 0 on every index, and a wildcard tcp://*:0 binds the
+	// node's own address (get_ip()) at a port the kernel picks and reads back (PR #55844).
+	KVEventsPortZeroKernel = "kernel"
 )
 
 var addressChanges = []Change{
@@ -113,6 +121,15 @@ var addressChanges = []Change{
 			"worker dials the head for ranks that listen on other nodes; scheduler = the engine core " +
 			"listens once at VLLM_NIXL_SIDE_CHANNEL_PORT + data_parallel_index with every rank's metadata",
 		get: func(p *Profile) *string { return &p.NIXLSideChannel },
+	},
+	{
+		Name:   "kv_events_port_zero",
+		Values: []string{KVEventsPortZeroOffset, KVEventsPortZeroKernel},
+		Doc: "a KV event publisher endpoint with port 0 (vllm/distributed/kv_events.py ZmqEventPublisher; vLLM " +
+			"PR #55844): offset = the port is raised by the engine's DP index like any other, so tcp://*:0 " +
+			"binds port 0 on index 0 and ports 1, 2, ... past it; kernel = port 0 stays 0 on every index, and " +
+			"tcp://*:0 binds the node's address (get_ip()) at a port the kernel picks",
+		get: func(p *Profile) *string { return &p.KVEventsPortZero },
 	},
 }
 

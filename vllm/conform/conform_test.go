@@ -298,6 +298,7 @@ func TestKVEventPublishersMatchVLLM(t *testing.T) {
 		"inproc-dp2":  {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"inproc://kv"`)}},
 		"connect-dp2": {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://localhost:5557"`)}},
 		"bad-port":    {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://*:abc"`)}},
+		"port-zero":   {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://*:0"`)}},
 	}
 	published := 0
 	for name, nodes := range deps {
@@ -336,8 +337,9 @@ func TestKVEventPublishersMatchVLLM(t *testing.T) {
 		}
 	}
 	// one-node-dp4: 4 engines × (PUB + replay); hybrid: 4; wide-TP: 2 heads; ipc: engine 0 only;
-	// inproc and connect: 2 each; bad-port: engine 0 (index 0 leaves the endpoint as written).
-	if want := 8 + 4 + 2 + 1 + 2 + 2 + 1; published != want {
+	// inproc and connect: 2 each; bad-port: engine 0 (index 0 leaves the endpoint as written);
+	// port-zero: 2 (the snapshot predates PR #55844: engine 1 binds port 1).
+	if want := 8 + 4 + 2 + 1 + 2 + 2 + 1 + 2; published != want {
 		t.Errorf("vLLM's plans hold %d kv-events addresses, want %d", published, want)
 	}
 }

@@ -139,8 +139,8 @@ func (g *gen) line(env string, flags ...string) string {
 
 // kvEventsConfigs are the KV event publisher settings a deployment may use: the default wildcard
 // endpoint, another port with a replay socket, the dotted form, a connect endpoint, an ipc and an
-// inproc one (which ZmqEventPublisher cannot offset past DP index 0, or suffixes), and events
-// configured but off.
+// inproc one (which ZmqEventPublisher cannot offset past DP index 0, or suffixes), port 0 (offset
+// or left to the kernel: the kv_events_port_zero change), and events configured but off.
 var kvEventsConfigs = []string{
 	`--kv-events-config '{"enable_kv_cache_events":true}'`,
 	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"tcp://*:6100","replay_endpoint":"tcp://*:6200"}'`,
@@ -148,6 +148,7 @@ var kvEventsConfigs = []string{
 	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"tcp://localhost:5557"}'`,
 	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"ipc:///tmp/kv_events"}'`,
 	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"inproc://kv"}'`,
+	`--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"tcp://*:0"}'`,
 	`--kv-events-config '{"publisher":"zmq"}'`,
 }
 
