@@ -173,6 +173,13 @@ func TestKVEventPublishers(t *testing.T) {
 			}
 		}
 	})
+	t.Run("Ray data parallelism: each DPEngineCoreActor's scheduler publishes at its DP rank", func(t *testing.T) {
+		procs := predict(t, true, "main", node("h", "vllm serve org/M -dp 2 --data-parallel-backend ray "+on))
+		got := publishers(t, procs)
+		if !slices.Equal(got["h/0/ray-actor-1"], []string{"bind tcp://*:5558 publisher dp1 exercised=true"}) || len(got) != 2 {
+			t.Errorf("publishers %v", got)
+		}
+	})
 	t.Run("a wide-TP replica: the head's engine core publishes, the headless follower does not", func(t *testing.T) {
 		procs := predict(t, true, "main",
 			node("h", "vllm serve org/M -tp 16 --nnodes 2 --node-rank 0 --master-addr h "+on),
