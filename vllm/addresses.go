@@ -183,9 +183,7 @@ func (cp *cmdPlanner) processAddresses(p, parent *ProcessPlan, e addrEnv) {
 	case report.RoleRayActor:
 		// DPEngineCoreActor (vllm/v1/engine/core.py) runs an EngineCore, its scheduler's publisher
 		// included, with data_parallel_index set to its DP rank.
-		if p.Crash == nil || p.Crash.Stage != StageEngineInit {
-			cp.kvEventsAddresses(p, pc, add)
-		}
+		cp.kvEventsAddresses(p, pc, add)
 	case report.RoleWorker:
 		cp.workerAddresses(p, pc, e, add)
 	}

@@ -252,7 +252,7 @@ func (cp *cmdPlanner) kernelPicked(endpoint string) string {
 // cannot read makes the engine core raise there.
 func (cp *cmdPlanner) kvEventsAddresses(p *ProcessPlan, pc *ParallelConfig, add func(AddressPlan)) {
 	k := cp.args.KVEvents
-	if !k.publishes() || p.Crash != nil {
+	if !k.publishes() || pc == nil || p.Crash != nil {
 		return
 	}
 	idx := pc.DataParallelIndex

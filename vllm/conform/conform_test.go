@@ -69,6 +69,22 @@ func snapshotProfile(tb testing.TB) vllm.Profile {
 	return prof
 }
 
+// eachProcess calls fn on every process of the plans, each tree in pre-order.
+func eachProcess(plans []*vllm.NodePlan, fn func(*vllm.ProcessPlan)) {
+	var walk func(pp *vllm.ProcessPlan)
+	walk = func(pp *vllm.ProcessPlan) {
+		fn(pp)
+		for _, c := range pp.Children {
+			walk(c)
+		}
+	}
+	for _, np := range plans {
+		for _, top := range np.Commands {
+			walk(top)
+		}
+	}
+}
+
 func unexpected(ds []conform.Disagreement) []string {
 	var out []string
 	for _, d := range ds {
@@ -113,20 +129,11 @@ func TestShippedScenariosConformToTheSnapshot(t *testing.T) {
 		}
 		all = append(all, conform.Compare(d.Name, got, want, &c)...)
 		all = append(all, conform.CompareHandshakes(d.Name, got, verdicts, &c)...)
-		for _, np := range got {
-			for _, top := range np.Commands {
-				var walk func(pp *vllm.ProcessPlan)
-				walk = func(pp *vllm.ProcessPlan) {
-					if pp.Crash != nil && pp.Crash.Stage != vllm.StageConfig && pp.Crash.Stage != vllm.StageEngineInit && pp.Crash.Stage != vllm.StageConnectorInit {
-						t.Errorf("%s: %s crashes at stage %q, which no runtime executes", s.Name, pp.Identity.ID, pp.Crash.Stage)
-					}
-					for _, ch := range pp.Children {
-						walk(ch)
-					}
-				}
-				walk(top)
+		eachProcess(got, func(pp *vllm.ProcessPlan) {
+			if pp.Crash != nil && pp.Crash.Stage != vllm.StageConfig && pp.Crash.Stage != vllm.StageEngineInit && pp.Crash.Stage != vllm.StageConnectorInit {
+				t.Errorf("%s: %s crashes at stage %q, which no runtime executes", s.Name, pp.Identity.ID, pp.Crash.Stage)
 			}
-		}
+		})
 	}
 	if c.Processes < 100 {
 		t.Fatalf("compared only %d processes: the planners planned almost nothing", c.Processes)
@@ -311,22 +318,13 @@ func TestKVEventPublishersMatchVLLM(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		for _, np := range plans {
-			for _, top := range np.Commands {
-				var walk func(pp *vllm.ProcessPlan)
-				walk = func(pp *vllm.ProcessPlan) {
-					for _, a := range pp.Addresses {
-						if a.Channel == "kv-events" {
-							published++
-						}
-					}
-					for _, c := range pp.Children {
-						walk(c)
-					}
+		eachProcess(plans, func(pp *vllm.ProcessPlan) {
+			for _, a := range pp.Addresses {
+				if a.Channel == "kv-events" {
+					published++
 				}
-				walk(top)
 			}
-		}
+		})
 		model, err := vllm.ModelPlanner{}.PlanDeployment(context.Background(), d)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
