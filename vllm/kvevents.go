@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,11 +97,7 @@ func kvEventsFromMap(m map[string]any) (*KVEventsConfig, error) {
 	}
 	var extra []string
 	for key := range m {
-		known := false
-		for _, f := range kvEventsFields {
-			known = known || key == f
-		}
-		if !known {
+		if !slices.Contains(kvEventsFields, key) {
 			extra = append(extra, key)
 		}
 	}
@@ -110,13 +107,8 @@ func kvEventsFromMap(m map[string]any) (*KVEventsConfig, error) {
 	for _, key := range extra {
 		bad(key, "Unexpected keyword argument", m[key])
 	}
-	switch len(errs) {
-	case 0:
-	case 1:
-		return nil, &ArgError{Flag: "--kv-events-config", Reason: "1 validation error for KVEventsConfig: " + errs[0]}
-	default:
-		return nil, &ArgError{Flag: "--kv-events-config",
-			Reason: fmt.Sprintf("%d validation errors for KVEventsConfig: %s", len(errs), strings.Join(errs, "; "))}
+	if len(errs) > 0 {
+		return nil, &ArgError{Flag: "--kv-events-config", Reason: validationErrors("KVEventsConfig", errs)}
 	}
 	if !publisherSet {
 		k.Publisher = "null"

@@ -247,14 +247,19 @@ func fieldErrors(in parallelConfigInput) error {
 	atLeast("node_rank", in.nodeRk, 0)
 	atLeast("nnodes", in.nnodes, 1)
 	atLeast("decode_context_parallel_size", in.dcp, 1)
-	switch len(errs) {
-	case 0:
+	if len(errs) == 0 {
 		return nil
-	case 1:
-		return &PyError{Type: "pydantic_core.ValidationError", Msg: "1 validation error for ParallelConfig: " + errs[0]}
 	}
-	return &PyError{Type: "pydantic_core.ValidationError",
-		Msg: fmt.Sprintf("%d validation errors for ParallelConfig: %s", len(errs), strings.Join(errs, "; "))}
+	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("ParallelConfig", errs)}
+}
+
+// validationErrors is a pydantic ValidationError's text on one line: "1 validation error for
+// <class>: <error>", or "N validation errors for <class>: <error>; <error>...".
+func validationErrors(class string, errs []string) string {
+	if len(errs) == 1 {
+		return "1 validation error for " + class + ": " + errs[0]
+	}
+	return fmt.Sprintf("%d validation errors for %s: %s", len(errs), class, strings.Join(errs, "; "))
 }
 
 // postInit is ParallelConfig.__post_init__ (the identity-relevant part).

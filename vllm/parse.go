@@ -889,7 +889,7 @@ var kvRoles = []string{"kv_producer", "kv_consumer", "kv_both"}
 func kvTransferFromMap(m map[string]any) (*KVTransferConfig, error) {
 	bad := func(field, msg string) error {
 		return &ArgError{Flag: "--kv-transfer-config", Value: field,
-			Reason: fmt.Sprintf("1 validation error for KVTransferConfig: %s: %s", field, msg)}
+			Reason: validationErrors("KVTransferConfig", []string{field + ": " + msg})}
 	}
 	kv := &KVTransferConfig{Raw: m}
 	optString := func(field string) (*string, error) {
