@@ -192,3 +192,35 @@ func TestNoProcessOutlivesItsSupervisor(t *testing.T) {
 		}
 	}
 }
+
+// TestSchedulerCrashAfterWorkersUp: an engine core whose scheduler side fails (a KV event
+// publisher vLLM cannot offset, say: a crash at vllm.StageConnectorInit with no address step)
+// fails only once its workers are up, as vLLM's EngineCore builds its Scheduler after the
+// executor (vllm/v1/engine/core.py); the workers are then shut down by their engine, not killed
+// on the way up, so a rendezvous they share with other engines' workers completes.
+func TestSchedulerCrashAfterWorkersUp(t *testing.T) {
+	s := newStore(t)
+	const msg = "ValueError: Invalid endpoint: must contain 'inproc' or 'tcp'"
+	n := oneEngine(t, s, hostEnv{name: "u0", ip: "127.0.0.31"}, 2, func(ec *vllm.ProcessPlan) {
+		ec.Crash = &vllm.Crash{Stage: vllm.StageConnectorInit, Error: msg}
+	})
+	if code := n.wait(); code != simnode.ExitCrashed {
+		t.Fatalf("node exit %d, want %d", code, simnode.ExitCrashed)
+	}
+	recs := map[string]report.Process{}
+	for _, r := range s.srv.Reports() {
+		recs[r.ID] = r
+	}
+	if e := recs["u0/0/engine-core-0"].Exit; e == nil || e.Error != msg {
+		t.Errorf("engine core exit %+v, want %q", e, msg)
+	}
+	for _, id := range []string{"u0/0/engine-core-0/worker-0", "u0/0/engine-core-0/worker-1"} {
+		w := recs[id]
+		if !w.Ready {
+			t.Errorf("%s never came up before its engine failed: %+v", id, w)
+		}
+		if w.Exit == nil || w.Crashed() {
+			t.Errorf("%s exit %+v, want shut down by its engine", id, w.Exit)
+		}
+	}
+}

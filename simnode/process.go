@@ -373,9 +373,11 @@ func (p *proc) flow(ctx context.Context) *pyError {
 			return e
 		}
 	}
-	if len(p.stepsAt(vllm.StageConnectorInit)) > 0 {
-		// An engine core builds its scheduler-side connector after its workers came up; when one
-		// of them failed or hung it never does (its own failure path ends it).
+	if len(p.stepsAt(vllm.StageConnectorInit)) > 0 || p.crashAt(vllm.StageConnectorInit) != nil {
+		// An engine core builds its scheduler-side connector and KV event publisher
+		// (Scheduler.__init__, vllm/v1/core/sched/scheduler.py) only after its executor's workers
+		// came up, whether that step binds something or fails; when one of the workers failed or
+		// hung it never does (its own failure path ends it).
 		if len(p.plan.Children) > 0 && !p.waitChildrenUp(ctx) {
 			<-ctx.Done()
 			return nil
