@@ -305,3 +305,45 @@ func TestColocatedEnginesCollide(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineFailureStopsItsSiblings: on a host narrowed to 4 GPUs (CUDA_VISIBLE_DEVICES), DP rank
+// 1's workers select devices 4-7 and fail (Worker.init_device, vllm/v1/worker/gpu_worker.py); their
+// engine core fails, and the front end stops the other engine core at once
+// (wait_for_engine_startup, vllm/v1/engine/utils.py). Under MoE DP the surviving engine's workers
+// wait in a torch world that spans both engines' workers: they go down with their engine (exit 0,
+// as the model has it) instead of timing out in that barrier. The dense twin, whose engines each
+// have a world of their own, agrees too.
+func TestEngineFailureStopsItsSiblings(t *testing.T) {
+	for i, model := range []vllm.Model{{Name: "deepseek-ai/DeepSeek-V3", MoE: true}, {Name: "meta-llama/Llama-3.1-8B-Instruct"}} {
+		t.Run(model.Name, func(t *testing.T) {
+			h := host{name: fmt.Sprintf("ef%d", i), ip: fmt.Sprintf("127.0.0.%d", 32+i),
+				commands: []string{"CUDA_VISIBLE_DEVICES=4,5,6,7 vllm serve " + model.Name + " -tp 2 -pp 2 -dp 2"}}
+			o := deployment{profile: "main", model: model, gpus: 8, hosts: []host{h}}.run(t)
+			o.agreesWithPrediction(t)
+			for w := 0; w < 4; w++ {
+				id := fmt.Sprintf("%s/0/engine-core-0/worker-%d", h.name, w)
+				if r := o.observed[id]; r.Exit == nil || r.Crashed() {
+					t.Errorf("%s: exit %+v, want stopped with its engine", id, r.Exit)
+				}
+			}
+		})
+	}
+}
+
+// TestSchedulerFailuresAfterTheWorkers: under MoE DP 4 on one host, an ipc KV event endpoint
+// cannot be offset past DP index 0 (ZmqEventPublisher, vllm/distributed/kv_events.py), so engine
+// cores 1-3 fail when their schedulers are built — after their workers joined the torch world all
+// four engines' workers share (vllm/v1/engine/core.py builds the Scheduler after the executor).
+// The world completes, engine core 0 comes up, and the run agrees with the model.
+func TestSchedulerFailuresAfterTheWorkers(t *testing.T) {
+	h := host{name: "sf0", ip: "127.0.0.34",
+		commands: []string{`vllm serve deepseek-ai/DeepSeek-V3 -dp 4 --kv-events-config '{"enable_kv_cache_events":true,"endpoint":"ipc:///tmp/kv_events"}'`}}
+	o := deployment{profile: "main", model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true}, gpus: 8, hosts: []host{h}}.run(t)
+	o.agreesWithPrediction(t)
+	for e := 0; e < 4; e++ {
+		id := fmt.Sprintf("sf0/0/engine-core-%d/worker-0", e)
+		if r := o.observed[id]; !r.Ready || len(r.Rendezvous) == 0 || r.Rendezvous[0].Error != "" {
+			t.Errorf("%s: ready %t, rendezvous %+v, want through the torch world", id, r.Ready, r.Rendezvous)
+		}
+	}
+}

@@ -442,7 +442,8 @@ func (p *proc) startChildren(ctx context.Context) *pyError {
 
 func (p *proc) rendezvousConfig() rendezvous.Config {
 	rdv, _, _ := p.timeouts()
-	cfg := rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver(), Forget: p.spec.Runtime.forget}
+	cfg := rendezvous.Config{Timeout: rdv, ListenIP: p.spec.Runtime.ListenIP, Resolve: p.spec.Runtime.resolver(), Forget: p.spec.Runtime.forget,
+		StoppedWith: func(id string) bool { return sameCommand(id, p.id) }}
 	if p.seq != nil {
 		cfg.Relay = seqRelay{c: p.seq, bound: p.waitBound()}
 	}
@@ -812,7 +813,11 @@ func pyProcName(frontEndDPSize int, id report.Process) string {
 // rendezvous are stopped at once: they wait for peers that will not come — unless a failed child
 // got through its rendezvous, which proves the barrier complete for every member (vLLM's
 // collective completes for all ranks at once): its siblings still in it are only a status line
-// behind, and settle like the ones past it.
+// behind, and settle like the ones past it. When the failure began before the barriers
+// (failedEarly), a child past its own rendezvous whose subtree still has one to get through (an
+// engine core whose workers have yet to meet, in a torch world that may span the failed engine's
+// workers) is stopped at once too: in vLLM's order the front end stops its engines long before
+// any such barrier's time-out.
 func (p *proc) settle(failed []childExit) {
 	deadline := time.NewTimer(p.waitBound())
 	defer deadline.Stop()
@@ -829,8 +834,10 @@ func (p *proc) settle(failed []childExit) {
 	settling := func(ph Phase) bool {
 		return ph == PhaseRendezvous || (barrierDone && (ph == "" || ph == PhaseStarted))
 	}
+	early := p.failedEarly(failed)
 	for _, c := range p.fam.live() {
-		if ph := p.fam.phase(c.id()); !settling(ph) && ph != PhaseReady {
+		ph := p.fam.phase(c.id())
+		if ph != PhaseReady && (!settling(ph) || early && ph == PhaseRendezvous && !p.subtreePast(c.plan)) {
 			c.send(controlMsg{Op: opShutdown})
 		}
 	}
@@ -850,6 +857,75 @@ func (p *proc) settle(failed []childExit) {
 			p.log.Warn("children did not settle", "bound", p.waitBound())
 			return
 		}
+	}
+}
+
+// failedEarly reports whether the failure below the failed children began before the barriers:
+// unless every process of their subtrees that crashed did so at a stage after every barrier (a
+// KV connector's or KV event publisher's failure at connector init, which vLLM reaches only once
+// the workers are up), the failure was a crash at config, handshake bind or engine init, a failed
+// barrier or a kill, and nothing below a sibling gets through a barrier after it.
+func (p *proc) failedEarly(failed []childExit) bool {
+	late := false
+	early := false
+	for _, f := range failed {
+		eachPlan(f.child.plan, func(q *vllm.ProcessPlan) {
+			rec := p.fam.record(q.Identity.ID)
+			if q == f.child.plan && rec == nil {
+				rec = &report.Process{Exit: &f.exit}
+			}
+			if rec == nil || !rec.Crashed() {
+				return
+			}
+			switch {
+			case q.Crash != nil && (q.Crash.Stage == vllm.StageConnectorInit || q.Crash.Stage == vllm.StageServing):
+				late = true
+			case q.Crash != nil:
+				early = true
+			case len(q.Children) == 0:
+				// A leaf that crashed with no crash planned: a failed barrier, a kill.
+				early = true
+			}
+		})
+	}
+	return early || !late
+}
+
+// subtreePast reports whether every process below plan is past its rendezvous (or gone).
+func (p *proc) subtreePast(plan *vllm.ProcessPlan) bool {
+	past := true
+	for _, c := range plan.Children {
+		eachPlan(c, func(q *vllm.ProcessPlan) {
+			switch p.fam.phase(q.Identity.ID) {
+			case PhaseRendezvous, PhaseReady, PhaseExited:
+			default:
+				past = false
+			}
+		})
+	}
+	return past
+}
+
+// sameCommand reports whether two process IDs (host/command/...) belong to one launch line: what
+// stops one mid-start-up (its command's failure cascade, the harness's teardown, a restart) stops
+// the other too.
+func sameCommand(a, b string) bool {
+	cmd := func(id string) string {
+		if i := strings.Index(id, "/"); i >= 0 {
+			if j := strings.Index(id[i+1:], "/"); j >= 0 {
+				return id[:i+1+j+1]
+			}
+		}
+		return id
+	}
+	return cmd(a) == cmd(b)
+}
+
+// eachPlan calls fn on plan and every process below it.
+func eachPlan(plan *vllm.ProcessPlan, fn func(*vllm.ProcessPlan)) {
+	fn(plan)
+	for _, c := range plan.Children {
+		eachPlan(c, fn)
 	}
 }
 

@@ -100,8 +100,9 @@ func join(ctx context.Context, m Member, cfg Config) (Result, error) {
 		return Result{}, lostRank0(ctx, m, connectBy, cfg.Timeout+verdictGrace, err)
 	}
 	if v.Hold {
-		// Rank 0 refused the barrier and is going down; this member is its own child and waits to
-		// be stopped with it, or gives up when its time runs out.
+		// Rank 0 refused the barrier and is going down (this member is its own child), or was
+		// stopped by a teardown that stops this member too (Config.StoppedWith): it waits to be
+		// stopped with it, or gives up when its time runs out.
 		conn.Close()
 		return Result{}, waitOut(ctx, connectBy.Add(cfg.Timeout+verdictGrace), &Error{Python: v.Error, Missing: v.Missing})
 	}
@@ -165,9 +166,8 @@ func lostRank0(ctx context.Context, m Member, connectBy time.Time, wait time.Dur
 			Missing: []string{rankName(0)},
 		}
 	}
-	// torch's store client, when the master closes the connection under it.
-	return &Error{
-		Python:  "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?",
-		Missing: []string{rankName(0)},
-	}
+	return &Error{Python: rank0Gone, Missing: []string{rankName(0)}}
 }
+
+// rank0Gone is torch's store client's error when the master closes the connection under it.
+const rank0Gone = "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?"

@@ -114,6 +114,13 @@ type Config struct {
 	// keeps trying it and the others wait to hear that it answered. nil: every member tries on
 	// its own.
 	Relay Relay
+	// StoppedWith, on rank 0, tells which members (by Member.ID) are stopped by whatever stops rank
+	// 0 (the same command's teardown: a failing parent's cascade, the harness's, a restart). When
+	// rank 0 is stopped before its barrier completes, those members hear Hold: they wait to be
+	// stopped in turn, as vLLM's processes of one launch go down together, and raise torch's
+	// DistNetworkError only if their time runs out first. The others see the connection close and
+	// raise it at once, as torch's store client does when its master goes. nil: none is held.
+	StoppedWith func(id string) bool
 }
 
 // Relay lets the members of one host that wait for the same rank 0 take turns at trying it. Each
@@ -186,7 +193,8 @@ type hello struct {
 
 type verdict struct {
 	OK bool `json:"ok,omitempty"`
-	// Hold: rank 0 refused the barrier and tells this member nothing more (Screening.Hold).
+	// Hold: rank 0 refused the barrier (Screening.Hold) or was stopped (Config.StoppedWith) and
+	// tells this member nothing more.
 	Hold bool `json:"hold,omitempty"`
 	// Values are every member's value by rank (with OK).
 	Values  map[int]string `json:"values,omitempty"`

@@ -687,3 +687,48 @@ func TestJoinTriesAgainOnANewSocketWhenAConnectIsLost(t *testing.T) {
 		t.Error("no connect attempt was abandoned: the front's queue was never full")
 	}
 }
+
+// TestStoppedRank0HoldsItsCommand: rank 0 stopped before its barrier completes (its launch line's
+// teardown: a failing front end stops its engines and their workers, vllm/v1/engine/utils.py)
+// tells the members Config.StoppedWith names to hold: they wait for their own stop, which the same
+// teardown brings, instead of raising torch's DistNetworkError on the closed connection. A member
+// of another launch line sees the connection close and raises it at once, as torch's store
+// client does when its master goes.
+func TestStoppedRank0HoldsItsCommand(t *testing.T) {
+	addr := freeAddr(t)
+	ms := members("workers", addr, 4, 0, 1, 2)
+	ms[2].ID = "other/0/worker-2"
+	arrived := make(chan struct{}, 2)
+	ms[0].Screen = func([]byte) Screening { arrived <- struct{}{}; return Screening{} }
+	ms[1].Hello, ms[2].Hello = []byte(`1`), []byte(`2`)
+	c0 := cfg(timeout)
+	c0.StoppedWith = func(id string) bool { return strings.HasPrefix(id, "h/0/") }
+
+	ctx0, stop0 := context.WithCancel(context.Background())
+	defer stop0()
+	ctx1, stop1 := context.WithCancel(context.Background())
+	defer stop1()
+	rank0, held, other := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() { rank0 <- joinErr(ctx0, ms[0], c0) }()
+	go func() { held <- joinErr(ctx1, ms[1], cfg(timeout)) }()
+	go func() { other <- joinErr(context.Background(), ms[2], cfg(timeout)) }()
+	<-arrived
+	<-arrived
+	stop0()
+	if err := <-rank0; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stopped rank 0: %v, want context.Canceled", err)
+	}
+	var re *Error
+	if err := <-other; !errors.As(err, &re) || re.Python != rank0Gone || !slices.Equal(re.Missing, []string{rankName(0)}) {
+		t.Errorf("member of another launch: %v, want %q at once", err, rank0Gone)
+	}
+	select {
+	case err := <-held:
+		t.Fatalf("held member returned before its own stop: %v", err)
+	default:
+	}
+	stop1()
+	if err := <-held; !errors.Is(err, context.Canceled) {
+		t.Errorf("held member after its stop: %v, want context.Canceled", err)
+	}
+}

@@ -55,6 +55,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 	go accept(ctx, ln, arrivals, departures)
 
 	members := map[int]net.Conn{}
+	ids := map[int]string{}
 	values := map[int]string{0: m.Value}
 	wants := map[int][]int{} // Member.Want of each member that named the values it reads
 	// screenings are rank 0's judgements of the members' hellos, kept for a refusal's answers.
@@ -84,6 +85,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 				continue
 			}
 			members[a.hello.Rank] = a.conn
+			ids[a.hello.Rank] = a.hello.ID
 			values[a.hello.Rank] = a.hello.Value
 			if a.hello.Want != nil {
 				wants[a.hello.Rank] = a.hello.Want
@@ -133,6 +135,11 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 				}
 			}
 			if time.Now().Before(deadline) { // cancelled, not timed out
+				for r, c := range members {
+					if cfg.StoppedWith != nil && cfg.StoppedWith(ids[r]) {
+						send(c, verdict{Hold: true, Error: rank0Gone, Missing: []string{rankName(0)}})
+					}
+				}
 				return Result{}, ctx.Err()
 			}
 			// torch's TCPStore (wait_for_workers) counts the master among the joined.
