@@ -326,14 +326,9 @@ func (p *proc) waitChildrenUp(ctx context.Context) bool {
 // report READY once their executors' workers are up too.
 func (p *proc) waitDescendantsUp(ctx context.Context) bool {
 	var all []*vllm.ProcessPlan
-	var walk func(ps []*vllm.ProcessPlan)
-	walk = func(ps []*vllm.ProcessPlan) {
-		for _, c := range ps {
-			all = append(all, c)
-			walk(c.Children)
-		}
+	for _, c := range p.plan.Children {
+		eachPlan(c, func(q *vllm.ProcessPlan) { all = append(all, q) })
 	}
-	walk(p.plan.Children)
 	return p.waitUp(ctx, all)
 }
 
