@@ -910,15 +910,8 @@ func (p *proc) subtreePast(plan *vllm.ProcessPlan) bool {
 // stops one mid-start-up (its command's failure cascade, the harness's teardown, a restart) stops
 // the other too.
 func sameCommand(a, b string) bool {
-	cmd := func(id string) string {
-		if i := strings.Index(id, "/"); i >= 0 {
-			if j := strings.Index(id[i+1:], "/"); j >= 0 {
-				return id[:i+1+j+1]
-			}
-		}
-		return id
-	}
-	return cmd(a) == cmd(b)
+	pa, pb := strings.SplitN(a, "/", 3), strings.SplitN(b, "/", 3)
+	return len(pa) == 3 && len(pb) == 3 && pa[0] == pb[0] && pa[1] == pb[1]
 }
 
 // eachPlan calls fn on plan and every process below it.
