@@ -11,6 +11,7 @@ import (
 	"github.com/widetp/widetp/check"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/simnode"
+	"github.com/widetp/widetp/simnode/mooncake"
 	"github.com/widetp/widetp/vllm"
 )
 
@@ -345,5 +346,37 @@ func TestSchedulerFailuresAfterTheWorkers(t *testing.T) {
 		if r := o.observed[id]; !r.Ready || len(r.Rendezvous) == 0 || r.Rendezvous[0].Error != "" {
 			t.Errorf("%s: ready %t, rendezvous %+v, want through the torch world", id, r.Ready, r.Rendezvous)
 		}
+	}
+}
+
+// TestSegmentPortsAsPredicted: a worker whose Mooncake local_hostname carries no port draws one in
+// 12300–14300 (Mooncake's transfer engine); the run's client and the model's paper execution draw
+// it with one generator (vllm.ProcessRand, from the scenario's seed and the process's ID), so every
+// worker's segment is the one predicted — also when two hosts share a segment host
+// (VLLM_HOST_IP), where equal draws are a real segment-name collision both would show.
+func TestSegmentPortsAsPredicted(t *testing.T) {
+	if vllm.SegmentPortMin != mooncake.MinPort || vllm.SegmentPortMax != mooncake.MaxPort || vllm.SegmentPortAttempts != mooncake.PortAttempts {
+		t.Fatalf("the model draws from %d-%d (%d draws), the client from %d-%d (%d)", vllm.SegmentPortMin, vllm.SegmentPortMax,
+			vllm.SegmentPortAttempts, mooncake.MinPort, mooncake.MaxPort, mooncake.PortAttempts)
+	}
+	line := "VLLM_HOST_IP=10.9.9.9 vllm serve meta-llama/Llama-3.1-8B-Instruct -tp 8 " + kvStore
+	o := deployment{profile: "main", model: vllm.Model{Name: "meta-llama/Llama-3.1-8B-Instruct"}, gpus: 8,
+		hosts: []host{{name: "sp0", ip: "127.0.0.35", commands: []string{line}}, {name: "sp1", ip: "127.0.0.36", commands: []string{line}}}}.run(t)
+	o.agreesWithPrediction(t)
+	n := 0
+	for id, p := range o.predicted {
+		if p.Segment == "" {
+			continue
+		}
+		n++
+		if got := o.observed[id].Segment; got != p.Segment {
+			t.Errorf("%s registered %q, predicted %q", id, got, p.Segment)
+		}
+		if !strings.HasPrefix(p.Segment, "10.9.9.9:") {
+			t.Errorf("%s: predicted segment %q, want on the segment host 10.9.9.9", id, p.Segment)
+		}
+	}
+	if n != 16 {
+		t.Errorf("%d workers with a predicted segment, want 16", n)
 	}
 }

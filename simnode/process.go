@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -189,11 +188,7 @@ func (p *proc) publish(phase Phase) {
 
 // seed is this process's random source: the node's seed and the process id, so that a scenario
 // run again draws the same ports and ids.
-func (p *proc) seed() *rand.Rand {
-	h := fnv.New64a()
-	h.Write([]byte(p.id))
-	return rand.New(rand.NewPCG(uint64(p.spec.Seed), h.Sum64()))
-}
+func (p *proc) seed() *rand.Rand { return vllm.ProcessRand(uint64(p.spec.Seed), p.id) }
 
 // ending is why a process stops.
 type ending struct {

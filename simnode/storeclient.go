@@ -2,13 +2,13 @@ package simnode
 
 import (
 	"context"
-	"hash/fnv"
 	"net"
 	"net/http"
 	"syscall"
 
 	"github.com/widetp/widetp/fakestore/client"
 	"github.com/widetp/widetp/simnode/pace"
+	"github.com/widetp/widetp/vllm"
 )
 
 // newStoreClient is a client of the fake store at urls whose host names resolve through
@@ -64,8 +64,4 @@ func newStoreClient(urls StoreURLs, rt Runtime, opts ...client.Option) (*client.
 }
 
 // seedNumber turns a node's seed into the number each process seeds its random source with.
-func seedNumber(seed string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(seed))
-	return int64(h.Sum64())
-}
+func seedNumber(seed string) int64 { return int64(vllm.SeedNumber(seed)) }

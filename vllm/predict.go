@@ -3,6 +3,8 @@ package vllm
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"net"
 	"sort"
 	"strconv"
@@ -27,11 +29,33 @@ const (
 	// rendezvousTimeoutSeconds is torch.distributed's default TCPStore/process-group timeout
 	// (600 s), which vLLM keeps unless --distributed-timeout-seconds is given.
 	rendezvousTimeoutSeconds = 600
-	// segmentPortBase is the low end of the port range a Mooncake store client draws from when
-	// its local_hostname carries none (12300-14300, retrying on conflict); the model hands ports
-	// out in order from it, per segment host, so predicted segment names are unique and stable.
-	segmentPortBase = 12300
 )
+
+// The port range a Mooncake store client draws its segment's port from when its local_hostname
+// carries none (Mooncake's transfer engine: at random in 12300–14300, again while the bind fails,
+// 20 draws at most). The paper execution draws as a run's client does (simnode/mooncake Setup,
+// whose MinPort, MaxPort and PortAttempts these are), with the same generator: ProcessRand.
+const (
+	SegmentPortMin      = 12300
+	SegmentPortMax      = 14300
+	SegmentPortAttempts = 20
+)
+
+// SeedNumber is a deployment's seed as the number its processes' generators start from.
+func SeedNumber(seed string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(seed))
+	return h.Sum64()
+}
+
+// ProcessRand is the generator a simulated process draws its random values from (simnode's
+// proc.seed): one per process, from the deployment's seed (SeedNumber) and the process's ID, so
+// that a paper execution draws what a run draws.
+func ProcessRand(seed uint64, id string) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return rand.New(rand.NewPCG(seed, h.Sum64()))
+}
 
 // Predict plans every node and executes the plans on paper, in vLLM's stage order:
 //
@@ -78,6 +102,7 @@ func PredictPlans(d Deployment, plans []*NodePlan) ([]report.Process, error) {
 
 // predict is PredictPlans on s (which may carry a timeline's steal-port steps).
 func (s *sim) predict(d Deployment, plans []*NodePlan) ([]report.Process, error) {
+	s.seed = SeedNumber(d.Seed)
 	if len(plans) != len(d.Nodes) {
 		return nil, fmt.Errorf("predict %s: %d node plans for %d nodes", d.Name, len(plans), len(d.Nodes))
 	}
@@ -142,6 +167,8 @@ type sim struct {
 	// cut tells whether a partition step in force separates two hosts (a restart under a cut,
 	// predict_faults.go); nil: nothing is cut.
 	cut func(a, b string) bool
+	// seed is the deployment's SeedNumber: the processes' draws (segment ports) start from it.
+	seed uint64
 }
 
 func (s *sim) add(plan *ProcessPlan, parent *simProc) *simProc {
@@ -671,7 +698,7 @@ func (s *sim) connectorInit() {
 		}
 	}
 	crashing, failed := s.connectorAddresses(ready)
-	segPorts := map[string]int{}
+	segPorts := map[string]map[int]bool{}
 	bindSeq := map[string]int{}
 	for _, p := range s.procs {
 		if !ready(p) || failed[p] {
@@ -682,7 +709,7 @@ func (s *sim) connectorInit() {
 			continue
 		}
 		if p.plan.RegistersSegment {
-			p.rec.Segment = segmentName(p.plan.SegmentHost, segPorts)
+			p.rec.Segment = s.segmentName(p, segPorts)
 		}
 		if p.plan.BindsLookup {
 			bindSeq[p.rec.Host]++
@@ -693,13 +720,28 @@ func (s *sim) connectorInit() {
 }
 
 // segmentName is the Mooncake segment a worker registers: its local_hostname when that carries
-// a port, else host:port with the next port of the range for that host.
-func segmentName(host string, next map[string]int) string {
+// a port, else host:port with the port its client draws (ProcessRand), drawn again while another
+// worker of its machine holds it (taken: ports by machine), as the bind fails there. Workers of
+// different machines that share a segment host (one VLLM_HOST_IP, say) may draw one port: both
+// register the same name (the metadata server takes the same rpc_meta body twice), as Mooncake's
+// do now and then.
+func (s *sim) segmentName(p *simProc, taken map[string]map[int]bool) string {
+	host := p.plan.SegmentHost
 	if _, port, err := net.SplitHostPort(host); err == nil && port != "" {
 		return host
 	}
-	port := segmentPortBase + next[host]
-	next[host]++
+	if taken[p.rec.Host] == nil {
+		taken[p.rec.Host] = map[int]bool{}
+	}
+	r := ProcessRand(s.seed, p.rec.ID)
+	port := 0
+	for i := 0; i < SegmentPortAttempts; i++ {
+		port = SegmentPortMin + r.IntN(SegmentPortMax-SegmentPortMin+1)
+		if !taken[p.rec.Host][port] {
+			break
+		}
+	}
+	taken[p.rec.Host][port] = true
 	return hostPort(host, port)
 }
 
