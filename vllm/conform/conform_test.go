@@ -160,6 +160,39 @@ func TestGeneratedDeploymentsConformToTheSnapshot(t *testing.T) {
 	}
 }
 
+// The launch forms the generator varies within its paths (a pipeline over nodes, the DP layout
+// and address inferred from --nnodes and --master-addr in create_engine_config,
+// vllm/engine/arg_utils.py, vLLM's default DP RPC port, flags spelled as aliases, with
+// underscores, = or abbreviated) conform too: the first deployment of each form among 260.
+func TestGeneratedFormsConformToTheSnapshot(t *testing.T) {
+	p := planner(t)
+	var c conform.Counts
+	var all []conform.Disagreement
+	done := map[string]bool{}
+	for _, d := range conform.Generate(20*len(conform.LaunchPaths()), "forms", snapshotProfile(t)) {
+		fresh := false
+		for _, f := range conform.LaunchForms(t, d) {
+			if !done[f] {
+				done[f], fresh = true, true
+			}
+		}
+		if !fresh {
+			continue
+		}
+		ds, err := conform.Deployment(context.Background(), d, p, &c)
+		if err != nil {
+			t.Fatalf("%s: %v", d.Name, err)
+		}
+		all = append(all, ds...)
+	}
+	if len(done) < 5 {
+		t.Fatalf("forms met: %v, want all five", done)
+	}
+	if bad := unexpected(all); len(bad) > 0 {
+		t.Errorf("%d disagreements:\n%s", len(bad), strings.Join(bad, "\n"))
+	}
+}
+
 // vLLM PR #47692 broke recipes that give the head --data-parallel-start-rank 0 and keep headless
 // followers: the head infers external LB and wait_for_engine_startup (vllm/v1/engine/utils.py)
 // refuses the follower's headless engine. The probe hears vLLM say so, its plans carry the

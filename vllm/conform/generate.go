@@ -68,6 +68,11 @@ type gen struct {
 	env      map[string]string
 	// kvEvents is the deployment's --kv-events-config flag and value ("" for none).
 	kvEvents string
+	// respell: every line spells its flags another way vLLM's parser accepts (aliases, long
+	// names with = or underscores, abbreviations); see spell.
+	respell bool
+	// defaultRPCPort: the multi-node lines leave --data-parallel-rpc-port out (vLLM's default).
+	defaultRPCPort bool
 }
 
 // Generate returns n deployments, reproducible from seed, under profile prof.
@@ -97,6 +102,8 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 		if g.r.IntN(3) == 0 {
 			g.kvEvents = kvEventsConfigs[g.r.IntN(len(kvEventsConfigs))]
 		}
+		g.respell = g.r.IntN(4) == 0
+		g.defaultRPCPort = g.r.IntN(4) == 0
 		path.gen(g)
 		out = append(out, g.d)
 	}
@@ -124,7 +131,11 @@ func (g *gen) line(env string, flags ...string) string {
 		parts = append(parts, env)
 	}
 	parts = append(parts, "vllm serve", g.d.Model.Name)
-	parts = append(parts, flags...)
+	for _, fl := range flags {
+		if fl != "" {
+			parts = append(parts, fl)
+		}
+	}
 	if g.ep {
 		parts = append(parts, "--enable-expert-parallel")
 	}
@@ -134,7 +145,113 @@ func (g *gen) line(env string, flags ...string) string {
 	if g.kvEvents != "" {
 		parts = append(parts, g.kvEvents)
 	}
-	return strings.Join(parts, " ")
+	line := strings.Join(parts, " ")
+	if g.respell {
+		line = g.spell(line)
+	}
+	return line
+}
+
+// spellings are the names vLLM's parser takes for one flag (EngineArgs.add_cli_args in
+// vllm/engine/arg_utils.py): the long name first, then its aliases. A long name may also be
+// written with underscores (FlexibleArgumentParser, vllm/utils/argparse_utils.py) and joined to
+// its value with =.
+var spellings = [][]string{
+	{"--tensor-parallel-size", "-tp"},
+	{"--pipeline-parallel-size", "-pp"},
+	{"--data-parallel-size", "-dp"},
+	{"--data-parallel-rank", "-dpn"},
+	{"--data-parallel-start-rank", "-dpr"},
+	{"--data-parallel-size-local", "-dpl"},
+	{"--data-parallel-address", "-dpa"},
+	{"--data-parallel-rpc-port", "-dpp"},
+	{"--data-parallel-hybrid-lb", "-dph"},
+	{"--data-parallel-external-lb", "-dpe"},
+	{"--data-parallel-multi-port-external-lb", "-dpm"},
+	{"--enable-expert-parallel", "-ep"},
+	{"--nnodes", "-n"},
+	{"--node-rank", "-r"},
+	{"--api-server-count"},
+	{"--master-addr"},
+	{"--master-port"},
+	{"--kv-transfer-config"},
+}
+
+// boolFlags take no value.
+var boolFlags = map[string]bool{"--data-parallel-hybrid-lb": true, "--data-parallel-external-lb": true,
+	"--data-parallel-multi-port-external-lb": true, "--enable-expert-parallel": true}
+
+// abbreviation is a prefix of the long flag name that no other flag of vLLM's parser starts with
+// (argparse's allow_abbrev, which FlexibleArgumentParser keeps), extra characters longer than the
+// shortest such prefix; "" when the name has none (it is a prefix of another flag). The Go
+// parser's catalog (vllm.KnownFlags) stands for vLLM's here: a prefix vLLM finds ambiguous
+// because the catalog lacks a flag shows as a disagreement.
+func abbreviation(name string, extra int) string {
+	var others []string
+	for _, fi := range vllm.KnownFlags() {
+		for _, n := range fi.Names {
+			if strings.HasPrefix(n, "--") && n != name {
+				others = append(others, n)
+				if fi.Negatable {
+					others = append(others, "--no-"+n[2:])
+				}
+			}
+		}
+	}
+	for l := len("--") + 1; l < len(name); l++ {
+		prefix := name[:l]
+		unique := true
+		for _, o := range others {
+			if strings.HasPrefix(o, prefix) {
+				unique = false
+				break
+			}
+		}
+		if unique {
+			return name[:min(l+extra, len(name))]
+		}
+	}
+	return ""
+}
+
+// spell rewrites each flag of a generated line (its tokens are split on spaces: no generated value
+// holds one) into another spelling of the same flag: an alias, the long name, the long name with
+// underscores or abbreviated, a long name joined to its value with =. What the line means is
+// unchanged; the Go parser and vLLM's must both read it so.
+func (g *gen) spell(line string) string {
+	long := map[string][]string{}
+	for _, names := range spellings {
+		for _, n := range names {
+			long[n] = names
+		}
+	}
+	toks := strings.Fields(line)
+	var out []string
+	for i := 0; i < len(toks); i++ {
+		names, ok := long[toks[i]]
+		if !ok {
+			out = append(out, toks[i])
+			continue
+		}
+		name := names[g.r.IntN(len(names))]
+		if strings.HasPrefix(name, "--") {
+			switch g.r.IntN(4) {
+			case 0:
+				name = "--" + strings.ReplaceAll(name[2:], "-", "_")
+			case 1:
+				if a := abbreviation(name, g.r.IntN(3)); a != "" {
+					name = a
+				}
+			}
+		}
+		if !boolFlags[names[0]] && i+1 < len(toks) && strings.HasPrefix(name, "--") && g.r.IntN(2) == 0 {
+			out = append(out, name+"="+toks[i+1])
+			i++
+			continue
+		}
+		out = append(out, name)
+	}
+	return strings.Join(out, " ")
 }
 
 // kvEventsConfigs are the KV event publisher settings a deployment may use: the default wildcard
@@ -184,8 +301,27 @@ func host(i int) string { return fmt.Sprintf("h%d", i) }
 
 func f(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
-// head is the DP address flags every multi-node command names.
-func head() string { return "--data-parallel-address h0 --data-parallel-rpc-port 13345" }
+// head is the DP address flags a multi-node command names: the head's address, and its RPC port
+// unless the deployment keeps vLLM's default (ParallelConfig.data_parallel_rpc_port).
+func (g *gen) head() string {
+	if g.defaultRPCPort {
+		return "--data-parallel-address h0"
+	}
+	return "--data-parallel-address h0 --data-parallel-rpc-port 13345"
+}
+
+// wideHead is head() for a line that names --master-addr h0: create_engine_config
+// (vllm/engine/arg_utils.py) takes the DP address from --master-addr when
+// --data-parallel-address is left out (omitAddress).
+func (g *gen) wideHead(omitAddress bool) string {
+	if !omitAddress {
+		return g.head()
+	}
+	if g.defaultRPCPort {
+		return ""
+	}
+	return "--data-parallel-rpc-port 13345"
+}
 
 func genInternalOneNode(g *gen) {
 	tp := g.pick(1, 2, 4)
@@ -237,8 +373,22 @@ func genInternalHeadless(g *gen) {
 	local := g.pick(1, 2)
 	tp := g.pick(2, 4)
 	dp := nodes * local
+	// One deployment in three lays the DP ranks out with --nnodes and --node-rank instead:
+	// create_engine_config (vllm/engine/arg_utils.py) infers each node's local DP size and its
+	// first rank from them, and the DP address from --master-addr when none is given.
+	nnodes := g.r.IntN(3) == 0
+	omitAddress := nnodes && g.r.IntN(2) == 0
 	for i := 0; i < nodes; i++ {
-		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d", tp, dp, local), head()}
+		var flags []string
+		if nnodes {
+			flags = []string{f("-tp %d -dp %d --nnodes %d --node-rank %d --master-addr h0", tp, dp, nodes, i), g.wideHead(omitAddress)}
+			if i > 0 {
+				flags = append(flags, "--headless")
+			}
+			g.node(host(i), g.line("", flags...))
+			continue
+		}
+		flags = []string{f("-tp %d -dp %d --data-parallel-size-local %d", tp, dp, local), g.head()}
 		if i == 0 {
 			// vLLM PR #47692: a head given start rank 0 infers hybrid LB (then external LB when
 			// its local size is 1), which the headless followers then do not fit.
@@ -265,7 +415,7 @@ func genMismatchedConfig(g *gen) {
 	diff := []string{"--enable-expert-parallel", "--enable-eplb", f("-tp %d", tp/2)}[g.r.IntN(3)]
 	g.ep = false
 	for i := 0; i < nodes; i++ {
-		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d", tp, dp, local), head()}
+		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d", tp, dp, local), g.head()}
 		if i > 0 {
 			flags = append(flags, "--headless", f("--data-parallel-start-rank %d", i*local))
 		}
@@ -280,7 +430,7 @@ func genExternal(g *gen) {
 	dp := g.pick(2, 3, 4)
 	tp := g.pick(2, 4, 8)
 	for i := 0; i < dp; i++ {
-		flags := []string{f("-tp %d -dp %d --data-parallel-rank %d", tp, dp, i), head()}
+		flags := []string{f("-tp %d -dp %d --data-parallel-rank %d", tp, dp, i), g.head()}
 		if g.r.IntN(3) == 0 {
 			flags = append(flags, "--data-parallel-external-lb")
 		}
@@ -294,7 +444,7 @@ func genHybrid(g *gen) {
 	tp := g.pick(1, 2)
 	dp := nodes * local
 	for i := 0; i < nodes; i++ {
-		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d --data-parallel-start-rank %d", tp, dp, local, i*local), head()}
+		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d --data-parallel-start-rank %d", tp, dp, local, i*local), g.head()}
 		if g.r.IntN(4) == 0 {
 			flags = append(flags, "--data-parallel-hybrid-lb")
 		}
@@ -306,17 +456,27 @@ func genHybrid(g *gen) {
 	}
 }
 
-// wideTP lays out replicas of TP = perReplica * gpus over nodes, node rank k on host k.
+// wideTP lays out replicas of perReplica nodes each, node rank k on host k. A replica's world
+// (TP x PP) spans its nodes: wide TP (PP 1), or one deployment in three a pipeline of
+// perReplica stages, each a node's TP group.
 func (g *gen) wideTP(flagsFor func(k, replica, within int) []string) {
 	perReplica := g.pick(2, 2, 3)
 	dp := g.pick(1, 2, 2)
 	if g.r.IntN(3) == 0 {
 		g.gpus = 4
 	}
-	tp := perReplica * g.gpus
+	tp, pp := perReplica*g.gpus, 1
+	if g.r.IntN(3) == 0 {
+		tp, pp = g.gpus, perReplica
+	}
+	omitAddress := g.r.IntN(3) == 0
 	nnodes := perReplica * dp
 	for k := 0; k < nnodes; k++ {
-		flags := []string{f("-tp %d -dp %d --nnodes %d --node-rank %d --master-addr h0 --master-port 29600", tp, dp, nnodes, k), head()}
+		flags := []string{f("-tp %d", tp)}
+		if pp > 1 {
+			flags = append(flags, f("-pp %d", pp))
+		}
+		flags = append(flags, f("-dp %d --nnodes %d --node-rank %d --master-addr h0 --master-port 29600", dp, nnodes, k), g.wideHead(omitAddress))
 		flags = append(flags, flagsFor(k, k/perReplica, k%perReplica)...)
 		g.node(host(k), g.line("", flags...))
 	}
@@ -381,7 +541,7 @@ func genMultiPort(g *gen) {
 	tp := g.gpus / local
 	dp := nodes * local
 	for i := 0; i < nodes; i++ {
-		g.node(host(i), g.line("", f("-tp %d -dp %d --data-parallel-size-local %d --node-rank %d --data-parallel-multi-port-external-lb", tp, dp, local, i), head()))
+		g.node(host(i), g.line("", f("-tp %d -dp %d --data-parallel-size-local %d --node-rank %d --data-parallel-multi-port-external-lb", tp, dp, local, i), g.head()))
 	}
 }
 
