@@ -86,6 +86,9 @@ const (
 // Events lists the event names a trigger accepts.
 var Events = []string{EventReady, EventExited, EventRegistered, EventRemounted, EventExpired}
 
+// storeEvents are the events about Mooncake segments (the store's own), as against a process's.
+var storeEvents = map[string]bool{EventRegistered: true, EventRemounted: true, EventExpired: true}
+
 // Trigger is when a step fires.
 type Trigger struct {
 	// Kind is AfterSettled, AfterEvent or AfterStep.
@@ -432,6 +435,9 @@ func (p *parser) checkFaults(s *Scenario) {
 	binds := map[string][]string{}
 	// tops are the top process of every command (what a restart can name).
 	tops := map[string]bool{}
+	// segments: the processes, and the hosts ("" for the whole deployment), that register a
+	// Mooncake segment, which the store's events (registered, remounted, expired) are about.
+	segments := map[string]bool{}
 	opts := vllm.Options{Model: s.Model, Profile: s.Resolved, Seed: s.Name}
 	for _, vn := range s.Deployment().Nodes {
 		plan, err := vllm.PlanNode(vn, opts)
@@ -448,6 +454,9 @@ func (p *parser) checkFaults(s *Scenario) {
 					}
 				}
 				binds[pp.Identity.ID] = chans
+				if pp.RegistersSegment {
+					segments[pp.Identity.ID], segments[vn.Host], segments[""] = true, true, true
+				}
 			})
 		}
 	}
@@ -499,6 +508,19 @@ func (p *parser) checkFaults(s *Scenario) {
 			proc(st.afterLine, path+".after.process", st.After.Process)
 			if st.After.Host != "" && st.After.Process != "" && !strings.HasPrefix(st.After.Process, st.After.Host+"/") {
 				p.errorAt(st.afterLine, path+".after.process", "%q does not run on host %q", st.After.Process, st.After.Host)
+			}
+			// The store's events name segments: a scope in which nothing registers one would wait
+			// for an event that never comes.
+			if storeEvents[st.After.Event] {
+				scope, what := st.After.Host, fmt.Sprintf("no process of host %q registers a Mooncake segment", st.After.Host)
+				if st.After.Process != "" {
+					scope, what = st.After.Process, fmt.Sprintf("%q registers no Mooncake segment", st.After.Process)
+				} else if scope == "" {
+					what = "no process of this deployment registers a Mooncake segment"
+				}
+				if _, planned := binds[scope]; (planned || hosts[scope] || scope == "") && !segments[scope] {
+					p.errorAt(st.afterLine, path+".after.event", "%s (only the workers of a MooncakeStoreConnector do), so the store's %q event never comes", what, st.After.Event)
+				}
 			}
 		}
 	}

@@ -85,6 +85,9 @@ func TestFaultsErrors(t *testing.T) {
 		{"  - kill: head\n    after: {step: later}\n  - name: later\n    kill: follower\n", `x.yaml:12: faults[0].after.step: "later" is not an earlier step`},
 		{"  - kill: head\n    after: {event: booted}\n", `x.yaml:12: faults[0].after.event: "booted" is not an event (known: ready, exited`},
 		{"  - kill: head\n    after: {event: ready, host: head, process: follower/0/headless-0}\n", `faults[0].after.process: "follower/0/headless-0" does not run on host "head"`},
+		{"  - kill: head\n    after: {event: expired, host: follower}\n", `x.yaml:12: faults[0].after.event: no process of host "follower" registers a Mooncake segment (only the workers of a MooncakeStoreConnector do), so the store's "expired" event never comes`},
+		{"  - kill: head\n    after: {event: registered}\n", `faults[0].after.event: no process of this deployment registers a Mooncake segment`},
+		{"  - kill: head\n    after: {event: remounted, process: follower/0/headless-0/worker-3}\n", `faults[0].after.event: "follower/0/headless-0/worker-3" registers no Mooncake segment`},
 		{"  - kill: head\n    after: soon\n", `x.yaml:12: faults[0].after: "soon": want settled`},
 		{"  - partition: {hosts: [head], from: [head]}\n", `faults[0].partition.from: "head" is on both sides`},
 		{"  - partition: {hosts: [head]}\n", `faults[0].partition.from: required`},
@@ -100,6 +103,15 @@ func TestFaultsErrors(t *testing.T) {
 		_, err := scenarios.Parse("x.yaml", []byte(twoNodes+"faults:\n"+tc.steps))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("steps\n%s: got error %v\nwant it to contain %q", tc.steps, err, tc.want)
+		}
+	}
+	// With the Mooncake store connector the follower's workers register segments: the same
+	// triggers wait for events that come.
+	kv := strings.ReplaceAll(twoNodes, "--master-addr head", `--master-addr head --kv-transfer-config '{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}'`)
+	for _, steps := range []string{"  - kill: head\n    after: {event: expired, host: follower}\n", "  - kill: head\n    after: {event: registered}\n",
+		"  - kill: head\n    after: {event: remounted, process: follower/0/headless-0/worker-3}\n"} {
+		if _, err := scenarios.Parse("x.yaml", []byte(kv+"faults:\n"+steps)); err != nil {
+			t.Errorf("steps\n%s with the Mooncake store connector: %v", steps, err)
 		}
 	}
 	if _, err := scenarios.Parse("x.yaml", []byte(twoNodes+"faults: []\n")); err == nil || !strings.Contains(err.Error(), "faults: is empty") {
