@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"os"
 	"slices"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -28,15 +27,8 @@ import (
 // runtime, whose faults take the same harness steps as Docker's (e2e/testdata/faults runs each
 // action on both), to keep the suite short.
 var _ = Describe("generated deployments with faults", Label("generated", "fault", harness.RuntimeLocal), func() {
-	seed := generatedSeed
-	if s := os.Getenv(envGeneratedSeed); s != "" {
-		seed = s
-	}
-	prof, err := vllm.ProfileNamed("main")
-	if err != nil {
-		panic(err) // the built-in profile: a build that lacks it cannot run any spec
-	}
-	for _, d := range conform.Generate(len(conform.LaunchPaths()), seed, prof) {
+	seed, deps := generatedSet()
+	for _, d := range deps {
 		procs, err := vllm.Predict(d)
 		if err != nil || len(check.Run(procs)) > 0 {
 			continue // a deployment that fails at start-up has nothing for the faults to break

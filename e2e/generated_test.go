@@ -27,16 +27,9 @@ const generatedSeed = "e2e"
 // process; with vLLM's launch code beside the suite, its plans are run too. No file of them is
 // kept: the spec writes the scenario into its own temporary directory and names it on failure.
 var _ = Describe("generated deployments", Label("generated"), func() {
-	seed := generatedSeed
-	if s := os.Getenv(envGeneratedSeed); s != "" {
-		seed = s
-	}
-	prof, err := vllm.ProfileNamed("main")
-	if err != nil {
-		panic(err) // the built-in profile: a build that lacks it cannot run any spec
-	}
-	n := len(conform.LaunchPaths())
-	for _, d := range conform.Generate(n, seed, prof) {
+	seed, deps := generatedSet()
+	n := len(deps)
+	for _, d := range deps {
 		Describe(d.Name, func() {
 			write := func() string {
 				GinkgoHelper()
@@ -65,3 +58,17 @@ var _ = Describe("generated deployments", Label("generated"), func() {
 		})
 	}
 })
+
+// generatedSet is the suite's generated deployments under vLLM main's profile, one per launch
+// path, and the seed they were drawn from ($WIDETP_E2E_SEED, else generatedSeed).
+func generatedSet() (string, []vllm.Deployment) {
+	seed := generatedSeed
+	if s := os.Getenv(envGeneratedSeed); s != "" {
+		seed = s
+	}
+	prof, err := vllm.ProfileNamed("main")
+	if err != nil {
+		panic(err) // the built-in profile: a build that lacks it cannot run any spec
+	}
+	return seed, conform.Generate(len(conform.LaunchPaths()), seed, prof)
+}
