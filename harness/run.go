@@ -121,13 +121,18 @@ func StartSession(ctx context.Context, s *scenarios.Scenario, opts ...RunOption)
 		return ss, errors.Join(err, rerr)
 	}
 	rep.Planner = cfg.planner
+	if err != nil {
+		// What the run saw up to where it stopped: no verdict, whatever the records show.
+		rep.Verdict, rep.Error = "error", err.Error()
+	}
 	ss.Report = &rep
 	return ss, err
 }
 
-// Match reports whether the run's observed violation kinds are the scenario's expected ones.
+// Match reports whether the run reached its verdict and its observed violation kinds are the
+// scenario's expected ones.
 func (ss *Session) Match() bool {
-	return ss.Report != nil && slices.Equal(report.KindSet(ss.Report.Violations), ss.Report.Expected)
+	return ss.Report != nil && ss.Report.Error == "" && slices.Equal(report.KindSet(ss.Report.Violations), ss.Report.Expected)
 }
 
 // RunID is the run's id (the io.widetp.run label).

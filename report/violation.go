@@ -65,10 +65,15 @@ func KindSet(vs []Violation) []Kind {
 
 // Report is the JSON object `widetp explain --json` and `widetp run --json` print (its fields are in the README, "Reading a report").
 type Report struct {
-	Scenario   string             `json:"scenario"`
-	Profile    string             `json:"profile"`
-	Runtime    string             `json:"runtime"`
-	Verdict    string             `json:"verdict"` // "pass" when there are no violations
+	Scenario string `json:"scenario"`
+	Profile  string `json:"profile"`
+	Runtime  string `json:"runtime"`
+	// Verdict is "pass" when there are no violations, "fail" when there are, and "error" when a
+	// run did not reach its verdict (Error says why; the records are as far as it got).
+	Verdict string `json:"verdict"`
+	// Error is why a run stopped short of its verdict: a fault step that could not act or whose
+	// trigger never came, a node that died, ... ("" when it completed).
+	Error      string             `json:"error,omitempty"`
 	Expected   []Kind             `json:"expected"`
 	Violations []Violation        `json:"violations"`
 	Processes  []Process          `json:"processes"`

@@ -472,18 +472,34 @@ func (p *parser) checkFaults(s *Scenario) {
 		}
 		return true
 	}
+	// killedBy[h] is the step that killed host h, until a restart of h brings it back: nothing
+	// runs there in between (no node program either), so no step can act on it.
+	killedBy := map[string]string{}
 	for i, st := range s.Faults {
 		path := fmt.Sprintf("faults[%d]", i)
 		apath := path + "." + string(st.Action)
 		switch st.Action {
 		case ActKill, ActRestart, ActPause, ActResume:
 			for _, t := range st.Targets {
+				h, _, _ := strings.Cut(t, "/")
+				if by, ok := killedBy[h]; ok && (st.Action != ActRestart || IsProcess(t)) {
+					p.errorAt(st.actionLine, apath, "%q: host %s is down since step %s killed it, and nothing runs there until a restart of the host", t, h, by)
+				}
 				if !IsProcess(t) {
 					host(st.actionLine, apath, t)
 				} else if proc(st.actionLine, apath, t) && st.Action == ActRestart && !tops[t] {
 					// vLLM restarts nothing below a command's top process on its own: a worker or
 					// engine core comes back only with the command that started it.
 					p.errorAt(st.actionLine, apath, "%q is not the top process of a command: restart its command's top process or its host", t)
+				}
+			}
+			for _, t := range st.Targets {
+				switch {
+				case IsProcess(t):
+				case st.Action == ActKill:
+					killedBy[t] = st.Name
+				case st.Action == ActRestart:
+					delete(killedBy, t)
 				}
 			}
 		case ActPartition:

@@ -88,6 +88,11 @@ func TestFaultsErrors(t *testing.T) {
 		{"  - kill: head\n    after: {event: expired, host: follower}\n", `x.yaml:12: faults[0].after.event: no process of host "follower" registers a Mooncake segment (only the workers of a MooncakeStoreConnector do), so the store's "expired" event never comes`},
 		{"  - kill: head\n    after: {event: registered}\n", `faults[0].after.event: no process of this deployment registers a Mooncake segment`},
 		{"  - kill: head\n    after: {event: remounted, process: follower/0/headless-0/worker-3}\n", `faults[0].after.event: "follower/0/headless-0/worker-3" registers no Mooncake segment`},
+		{"  - kill: follower\n  - kill: follower/0/headless-0/worker-0\n", `x.yaml:12: faults[1].kill: "follower/0/headless-0/worker-0": host follower is down since step step-0 killed it, and nothing runs there until a restart of the host`},
+		{"  - name: down\n    kill: [head, follower]\n  - pause: follower\n", `faults[1].pause: "follower": host follower is down since step down killed it`},
+		{"  - kill: follower\n  - kill: follower\n", `faults[1].kill: "follower": host follower is down since step step-0`},
+		{"  - kill: follower\n  - restart: follower/0/headless-0\n", `faults[1].restart: "follower/0/headless-0": host follower is down`},
+		{"  - kill: follower\n  - restart: follower\n  - kill: head\n  - kill: [follower, head]\n", `faults[3].kill: "head": host head is down since step step-2`},
 		{"  - kill: head\n    after: soon\n", `x.yaml:12: faults[0].after: "soon": want settled`},
 		{"  - partition: {hosts: [head], from: [head]}\n", `faults[0].partition.from: "head" is on both sides`},
 		{"  - partition: {hosts: [head]}\n", `faults[0].partition.from: required`},
@@ -104,6 +109,10 @@ func TestFaultsErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("steps\n%s: got error %v\nwant it to contain %q", tc.steps, err, tc.want)
 		}
+	}
+	// A killed host comes back with a restart of the host; then anything may act on it again.
+	if _, err := scenarios.Parse("x.yaml", []byte(twoNodes+"faults:\n  - kill: follower\n  - restart: follower\n  - kill: follower/0/headless-0/worker-0\n  - pause: follower\n  - resume: follower\n")); err != nil {
+		t.Errorf("a host restarted after its kill: %v", err)
 	}
 	// With the Mooncake store connector the follower's workers register segments: the same
 	// triggers wait for events that come.

@@ -120,6 +120,41 @@ func TestRunLocal(t *testing.T) {
 	}
 }
 
+// A run that stops short of its verdict (here a fault step that cannot act: it kills a worker
+// that the step before it killed) exits 3 with a report whose verdict is "error" and whose error
+// says why, not a "pass" over the records it got as far as; the human report says NO VERDICT.
+func TestRunThatStopsShortHasNoVerdict(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "e2e", "testdata", "faults", "fault-kill-follower.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	twice := "  - kill: follower/0/headless-0/worker-0\n  - kill: follower/0/headless-0/worker-0\n"
+	text := strings.Replace(string(src), "  - kill: follower\n", twice, 1)
+	if text == string(src) {
+		t.Fatal("the fault scenario no longer has the step this test replaces")
+	}
+	file := filepath.Join(t.TempDir(), "kill-twice.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runWidetp(t, "--runtime", "local", "--json", file)
+	if code != exitInfra {
+		t.Fatalf("exit %d, want 3; stderr:\n%s", code, errOut)
+	}
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("stdout is not one report: %v\n%s", err, out)
+	}
+	const why = "process follower/0/headless-0/worker-0 on host follower has already exited"
+	if rep.Verdict != "error" || !strings.Contains(rep.Error, why) || len(rep.Violations) != 0 {
+		t.Errorf("report: verdict %q, error %q, %d violations; want verdict error saying %q", rep.Verdict, rep.Error, len(rep.Violations), why)
+	}
+	out, _, code = runWidetp(t, "--runtime", "local", file)
+	if code != exitInfra || !strings.Contains(out, "before the run stopped: NO VERDICT: ") || strings.Contains(out, "as expected") {
+		t.Errorf("exit %d, human report:\n%s", code, out)
+	}
+}
+
 // clean and images need a Docker engine: without one they exit 3 saying how to get one; with
 // arguments they exit 2.
 func TestCleanAndImagesWithoutEngine(t *testing.T) {

@@ -62,6 +62,10 @@ func writeExplain(w io.Writer, s *scenarios.Scenario, rep report.Report, got []r
 	if !match {
 		verdict = "NOT as expected"
 	}
+	if rep.Error != "" {
+		fmt.Fprintf(w, "\nexpected %s, %s %s before the run stopped: NO VERDICT: %s\n", kinds(rep.Expected), seen, kinds(got), rep.Error)
+		return
+	}
 	fmt.Fprintf(w, "\nexpected %s, %s %s: %s\n", kinds(rep.Expected), seen, kinds(got), verdict)
 }
 

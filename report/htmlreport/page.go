@@ -210,7 +210,7 @@ func newPage(doc *Document, c config) (*page, error) {
 	got := report.KindSet(rep.Violations)
 	want := append([]report.Kind(nil), rep.Expected...)
 	sort.Slice(want, func(i, j int) bool { return want[i] < want[j] })
-	p.AsExpected = slices.Equal(got, want)
+	p.AsExpected = slices.Equal(got, want) && rep.Error == ""
 	p.Expected, p.Observed = kindList(want), kindList(got)
 	verdict := rep.Verdict
 	if verdict == "" {
