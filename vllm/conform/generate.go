@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -187,22 +188,11 @@ var boolFlags = map[string]bool{"--data-parallel-hybrid-lb": true, "--data-paral
 // parser's catalog (vllm.KnownFlags) stands for vLLM's here: a prefix vLLM finds ambiguous
 // because the catalog lacks a flag shows as a disagreement.
 func abbreviation(name string, extra int) string {
-	var others []string
-	for _, fi := range vllm.KnownFlags() {
-		for _, n := range fi.Names {
-			if strings.HasPrefix(n, "--") && n != name {
-				others = append(others, n)
-				if fi.Negatable {
-					others = append(others, "--no-"+n[2:])
-				}
-			}
-		}
-	}
 	for l := len("--") + 1; l < len(name); l++ {
 		prefix := name[:l]
 		unique := true
-		for _, o := range others {
-			if strings.HasPrefix(o, prefix) {
+		for _, o := range longNames() {
+			if o != name && strings.HasPrefix(o, prefix) {
 				unique = false
 				break
 			}
@@ -214,17 +204,40 @@ func abbreviation(name string, extra int) string {
 	return ""
 }
 
+// longNames are the long names vLLM's parser knows (the Go catalog's), with the --no- form of
+// each negatable flag.
+var longNames = sync.OnceValue(func() []string {
+	var out []string
+	for _, fi := range vllm.KnownFlags() {
+		for _, n := range fi.Names {
+			if strings.HasPrefix(n, "--") {
+				out = append(out, n)
+				if fi.Negatable {
+					out = append(out, "--no-"+n[2:])
+				}
+			}
+		}
+	}
+	return out
+})
+
+// spellingOf maps every spelling of spellings to its flag's names.
+var spellingOf = sync.OnceValue(func() map[string][]string {
+	m := map[string][]string{}
+	for _, names := range spellings {
+		for _, n := range names {
+			m[n] = names
+		}
+	}
+	return m
+})
+
 // spell rewrites each flag of a generated line (its tokens are split on spaces: no generated value
 // holds one) into another spelling of the same flag: an alias, the long name, the long name with
 // underscores or abbreviated, a long name joined to its value with =. What the line means is
 // unchanged; the Go parser and vLLM's must both read it so.
 func (g *gen) spell(line string) string {
-	long := map[string][]string{}
-	for _, names := range spellings {
-		for _, n := range names {
-			long[n] = names
-		}
-	}
+	long := spellingOf()
 	toks := strings.Fields(line)
 	var out []string
 	for i := 0; i < len(toks); i++ {
