@@ -20,6 +20,9 @@ const (
 	formRespelled      = "respelled flags"               // an alias, underscores, = or an abbreviation
 )
 
+// launchForms are the forms in the order LaunchForms lists them.
+var launchForms = []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled}
+
 // canonical are the spellings the generator writes before respelling.
 var canonical = map[string]bool{"-tp": true, "-pp": true, "-dp": true, "--data-parallel-rank": true,
 	"--data-parallel-start-rank": true, "--data-parallel-size-local": true, "--data-parallel-address": true,
@@ -59,7 +62,7 @@ func LaunchForms(tb testing.TB, d vllm.Deployment) []string {
 		}
 	}
 	var out []string
-	for _, f := range []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled} {
+	for _, f := range launchForms {
 		if seen[f] {
 			out = append(out, f)
 		}
@@ -149,7 +152,7 @@ func TestGenerateUsesEveryLaunchForm(t *testing.T) {
 			count[f]++
 		}
 	}
-	for _, f := range []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled} {
+	for _, f := range launchForms {
 		if count[f] == 0 {
 			t.Errorf("no deployment of 260 uses %q (counts %v)", f, count)
 		}
