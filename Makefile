@@ -20,7 +20,7 @@ NIGHTLY_PROFILE ?= main
 NIGHTLY_GENERATE ?= 100
 NIGHTLY_SEED ?= 1
 
-.PHONY: all deps build test e2e bench images lint clean conform nightly
+.PHONY: all deps build test e2e bench images lint clean conform nightly flags
 
 all: build
 
@@ -52,6 +52,13 @@ conform: build
 		--write artifacts/conform-generated >artifacts/conform-generated.txt || rc=1; \
 	cat artifacts/conform-generated.txt; \
 	exit $$rc
+
+# Regenerate the model's catalog of `vllm serve` options (vllm/flags_vllm.go) from $(VLLM)'s own
+# parser; VLLM_NAME is how the file names that vLLM (README, "Which vLLM the model follows").
+VLLM_NAME ?=
+flags: deps
+	@if [ -z "$(VLLM)" ]; then echo "make $@ VLLM=path/to/vllm: a vLLM checkout or site-packages directory" >&2; exit 2; fi
+	$(GO) run ./vllm/internal/genflags -vllm "$(VLLM)" -out vllm/flags_vllm.go -name "$(VLLM_NAME)"
 
 # What .github/workflows/nightly.yml runs: conform, then the e2e suite with $(VLLM) as the vllm
 # planner's vLLM (every step runs; the target fails when any did).

@@ -177,7 +177,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown profile", strings.Replace(minimal, "profile: main", "profile: nightly", 1), `x.yaml:3: profile: unknown profile "nightly" (known: main, main-455edc0, pre-48061)`},
 		{"unknown profile change", strings.Replace(minimal, "profile: main", "profile: {base: main, lookup_path: per_host}", 1), `x.yaml:3: profile: profile main: unknown change "lookup_path"`},
 		{"unknown profile value", strings.Replace(minimal, "profile: main", "profile: {base: main, mooncake_dp_index: newest}", 1), `x.yaml:3: profile: profile main: change mooncake_dp_index: unknown value "newest" (accepted: legacy, global)`},
-		{"misspelt vllm flag", strings.Replace(minimal, "--tensor-parallel-size 8", "--tensor-paralel-size 8", 1), `x.yaml:7: nodes[0].command: vllm serve: error: unrecognized arguments: --tensor-paralel-size`},
+		{"misspelt vllm flag", strings.Replace(minimal, "--tensor-parallel-size 8", "--tensor-paralel-size 8", 1), `x.yaml:7: nodes[0].command: vllm: error: unrecognized arguments: --tensor-paralel-size 8`},
 		{"bad flag value", strings.Replace(minimal, "--tensor-parallel-size 8", "--tensor-parallel-size eight", 1), `x.yaml:7: nodes[0].command: vllm serve: error: argument --tensor-parallel-size`},
 		{"unterminated quote", strings.Replace(minimal, "--tensor-parallel-size 8", "--kv-transfer-config '{", 1), `x.yaml:7: nodes[0].command: shell: unterminated single quote`},
 		{"not vllm serve", strings.Replace(minimal, "vllm serve", "sglang serve", 1), `x.yaml:7: nodes[0].command: vllm serve: error: not a vllm command: "sglang"`},

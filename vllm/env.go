@@ -107,11 +107,3 @@ func (e vllmEnv) deviceCount(gpus int) int {
 	}
 	return gpus
 }
-
-// pyRepr renders a string as Python's repr() does for plain text: single quotes.
-func pyRepr(s string) string {
-	if strings.Contains(s, "'") && !strings.Contains(s, `"`) {
-		return `"` + s + `"`
-	}
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", `\'`) + "'"
-}

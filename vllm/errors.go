@@ -11,13 +11,21 @@ type ArgError struct {
 	// Value is the offending value as given ("" when there was none).
 	Value  string
 	Reason string
+	// Prog is the parser that refuses it, as argparse names it in the message: "vllm serve"
+	// (the default) for an argument, "vllm" for leftover words, "api_server.py" for the
+	// OpenAI entrypoint's parser.
+	Prog string
 }
 
 func (e *ArgError) Error() string {
-	if e.Flag == "" {
-		return "vllm serve: error: " + e.Reason
+	prog := e.Prog
+	if prog == "" {
+		prog = progServe
 	}
-	return fmt.Sprintf("vllm serve: error: argument %s: %s", e.Flag, e.Reason)
+	if e.Flag == "" {
+		return prog + ": error: " + e.Reason
+	}
+	return fmt.Sprintf("%s: error: argument %s: %s", prog, e.Flag, e.Reason)
 }
 
 // PyError is a Python exception raised by vLLM's config code, rendered as the process would

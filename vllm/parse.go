@@ -3,6 +3,7 @@ package vllm
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"path"
@@ -19,12 +20,16 @@ var envAssignment = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCom
 // ParseServe parses one `vllm serve` command line as a shell and then vLLM's argument parser
 // would (vllm/utils/argparse_utils.py FlexibleArgumentParser over cli_args.make_arg_parser):
 // shell quoting and backslashes; leading NAME=value assignments (kept in Env); the model as the
-// positional model_tag or --model; every flag of the catalog (KnownFlags) in its long form, its
-// short aliases, with underscores for dashes (`--tensor_parallel_size`), as `--flag=value` or
-// `--flag value`; `--no-<flag>` for boolean flags; `--<json-flag>.key value` for one key of a JSON
-// flag. Unknown flags, missing values, non-integer or negative sizes and bad JSON are errors that
-// name the flag and the value: *ArgError for what argparse (or the pydantic field constraints)
-// rejects, *ShellError for a line the shell cannot split.
+// positional model_tag or --model; the options of vLLM's own parser (KnownFlags: the catalog
+// generated from it, `make flags`) in their long form, their short aliases (`-n4` too), a unique
+// prefix of one, with underscores for dashes (`--tensor_parallel_size`), as `--flag=value` or
+// `--flag value`; `--no-<flag>` for boolean flags; `--<flag>.key value` for one key of a flag's
+// JSON value. Each value is checked as argparse's type= and choices check it, a config
+// dataclass's keys against its fields. What argparse refuses is an *ArgError with argparse's
+// message (an unknown word, all of them at once, after every argument was read, as parse_args
+// does); what the parser raises instead is a *PyError; -h/--help is a *HelpExit; a line the
+// shell cannot split is a *ShellError. TestParseServeAgreesWithVLLMsParser has vLLM's parser
+// judge it on some three thousand lines.
 //
 // The program is `vllm serve`, `python -m vllm.entrypoints.cli.main serve` (the same
 // subcommand) or `python -m vllm.entrypoints.openai.api_server` (ServeArgs.Entrypoint). For the
@@ -37,8 +42,8 @@ var envAssignment = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCom
 // environment, and it may run under `env NAME=value`, `nohup`, `exec`, `time`, `uv run` or
 // `sh -c "..."` (whose script is read the same way). A line must launch exactly one vLLM server.
 //
-// A unique prefix of a long option stands for it, as argparse's allow_abbrev allows. Not
-// supported, and rejected with an error rather than guessed: --config (the model reads no files).
+// Not supported, and rejected with an error rather than guessed: --config (the model reads no
+// files).
 func ParseServe(cmdline string) (*ServeArgs, error) {
 	cmds, err := splitCommands(cmdline)
 	if err != nil {
@@ -66,6 +71,16 @@ func ParseServe(cmdline string) (*ServeArgs, error) {
 	}
 	p := &argParser{args: a, words: rest}
 	if err := p.run(); err != nil {
+		if entry == EntrypointAPIServer {
+			// The entrypoint's one parser refuses both arguments and leftovers.
+			var ae *ArgError
+			var he *HelpExit
+			if errors.As(err, &ae) {
+				ae.Prog = progAPIServer
+			} else if errors.As(err, &he) {
+				he.Prog = progAPIServer
+			}
+		}
 		return nil, err
 	}
 	return a, nil
@@ -253,8 +268,9 @@ func relocateModel(words []string) ([]string, error) {
 		var tag string
 		next := j + 1
 		if w == "--model" {
-			if j+1 >= len(words) || strings.HasPrefix(words[j+1], "-") {
-				return nil, &ArgError{Flag: "--model", Reason: "expected one argument"}
+			if j+1 >= len(words) {
+				// args[model_idx + 1] past the end: the parser raises before argparse runs.
+				return nil, &PyError{Type: "IndexError", Msg: "list index out of range"}
 			}
 			tag, next = words[j+1], j+2
 		} else {
@@ -274,11 +290,18 @@ type argParser struct {
 	words    []string
 	pos      int
 	modelTag *string
-	modelOpt *string
+	// modelTagPos is the index of the model's word in words.
+	modelTagPos int
+	modelOpt    *string
 	// whole is the last whole JSON object given for each JSON flag (argparse keeps the last
 	// occurrence); dottedKeys merges every `--<flag>.key value` of each flag (see dotted).
 	whole      map[string]map[string]any
 	dottedKeys map[string]map[string]any
+	// dottedOrder are the flags given in dotted form, in the order of their first key.
+	dottedOrder []*flagSpec
+	// extras are the words argparse could not place (unknown options, a second positional), in
+	// order: parsing goes on past them, and they are refused together at the end.
+	extras []string
 }
 
 func (p *argParser) run() error {
@@ -287,7 +310,13 @@ func (p *argParser) run() error {
 		w := p.words[p.pos]
 		p.pos++
 		if !onlyPositionals && w == "--" {
+			// argparse drops the first "--" only where it consumes a positional: before the
+			// model, or right after it (the model's nargs="?" takes it); later it is left
+			// over like the words after it.
 			onlyPositionals = true
+			if p.modelTag != nil && p.modelTagPos != p.pos-2 {
+				p.extras = append(p.extras, w)
+			}
 			continue
 		}
 		if onlyPositionals || !looksLikeOption(w) {
@@ -298,6 +327,31 @@ func (p *argParser) run() error {
 		}
 		if err := p.option(w); err != nil {
 			return err
+		}
+	}
+	// FlexibleArgumentParser hands argparse each dotted flag's keys as one JSON value after every
+	// other word: a flag of another type reads that text as its value.
+	for _, spec := range p.dottedOrder {
+		if spec.kind == kindJSON {
+			continue
+		}
+		text := pyJSONDumps(p.dottedKeys[spec.long()])
+		delete(p.dottedKeys, spec.long())
+		switch {
+		case !spec.takesValue():
+			if err := p.setBool(spec, false); err != nil {
+				return err
+			}
+			p.extras = append(p.extras, text)
+		default:
+			if err := checkValue(spec, text); err != nil {
+				return err
+			}
+			if spec.kind != kindList && spec.kind != kindOptional {
+				if err := p.set(spec, text); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	switch {
@@ -311,7 +365,18 @@ func (p *argParser) run() error {
 	for flag, obj := range p.whole {
 		p.args.setJSONConfig(flag, obj)
 	}
-	for flag, obj := range p.dottedKeys {
+	dottedFlags := make([]string, 0, len(p.dottedKeys))
+	for flag := range p.dottedKeys {
+		dottedFlags = append(dottedFlags, flag)
+	}
+	sort.Strings(dottedFlags)
+	for _, flag := range dottedFlags {
+		obj := p.dottedKeys[flag]
+		if ref, ok := flagIndex().index[flag]; ok {
+			if err := checkFields(ref.spec, obj); err != nil {
+				return err
+			}
+		}
 		p.args.setJSONConfig(flag, obj)
 	}
 	if kvMap := p.args.jsonConfig("--kv-transfer-config"); kvMap != nil {
@@ -328,6 +393,11 @@ func (p *argParser) run() error {
 		}
 		p.args.KVEvents = ev
 	}
+	// parse_args refuses what parse_known_args left over, once every argument was read (the
+	// top-level parser's error: prog "vllm", not the serve subparser's).
+	if len(p.extras) > 0 {
+		return &ArgError{Prog: progTop, Reason: "unrecognized arguments: " + strings.Join(p.extras, " ")}
+	}
 	return nil
 }
 
@@ -336,16 +406,6 @@ func (p *argParser) run() error {
 var validatedConfigs = map[string]func(map[string]any) error{
 	"--kv-transfer-config": func(m map[string]any) error { _, err := kvTransferFromMap(m); return err },
 	"--kv-events-config":   func(m map[string]any) error { _, err := kvEventsFromMap(m); return err },
-}
-
-// dataclassConfigs are the other JSON flags whose type= is EngineArgs' parse_dataclass, which
-// expands human-readable numbers before pydantic reads the JSON (vllm/engine/arg_utils.py
-// _compute_kwargs).
-var dataclassConfigs = map[string]bool{
-	"--eplb-config": true, "--fault-tolerance-config": true, "--ir-op-priority": true, "--ec-manager-config": true,
-	"--compilation-config": true, "--attention-config": true, "--kernel-config": true,
-	"--structured-outputs-config": true, "--profiler-config": true, "--ec-transfer-config": true,
-	"--weight-transfer-config": true,
 }
 
 // expandHumanNumbers is arg_utils._expand_json_human_readable_numbers: outside JSON strings, a
@@ -390,9 +450,11 @@ func looksLikeOption(w string) bool {
 
 func (p *argParser) positional(w string) error {
 	if p.modelTag != nil {
-		return &ArgError{Value: w, Reason: "unrecognized arguments: " + w}
+		p.extras = append(p.extras, w)
+		return nil
 	}
 	p.modelTag = &w
+	p.modelTagPos = p.pos - 1
 	return nil
 }
 
@@ -407,33 +469,55 @@ func (p *argParser) option(w string) error {
 		// FlexibleArgumentParser accepts underscores in long options: --tensor_parallel_size.
 		base = strings.ReplaceAll(base, "_", "-")
 	}
-	ref, ok := flagIndex()[base]
-	if !ok && strings.HasPrefix(base, "--") {
+	table := flagIndex()
+	ref, ok := table.index[base]
+	if !ok {
 		// argparse's allow_abbrev (FlexibleArgumentParser keeps the default): a unique prefix of
-		// a long option stands for it.
-		var matches []string
-		for name := range flagIndex() {
-			if strings.HasPrefix(name, "--") && strings.HasPrefix(name, base) {
-				matches = append(matches, name)
+		// an option stands for it, and a short option may carry its value (`-n4`); argparse
+		// lists the matches in its registration order (Python 3.11 _get_option_tuples).
+		type match struct {
+			name, explicit string
+			hasExplicit    bool
+		}
+		var matches []match
+		long := strings.HasPrefix(base, "--")
+		for _, n := range table.order {
+			switch {
+			case long && strings.HasPrefix(n, base):
+				matches = append(matches, match{name: n})
+			case !long && len(base) > 2 && n == base[:2]:
+				matches = append(matches, match{name: n, explicit: base[2:] + eqSuffix(explicit, hasExplicit), hasExplicit: true})
+			case !long && strings.HasPrefix(n, base):
+				matches = append(matches, match{name: n})
 			}
 		}
-		sort.Strings(matches)
 		switch len(matches) {
 		case 0:
 		case 1:
-			ref, ok = flagIndex()[matches[0]], true
-			base = matches[0]
+			ref, ok = table.index[matches[0].name], true
+			base = matches[0].name
+			if matches[0].hasExplicit {
+				explicit, hasExplicit = matches[0].explicit, true
+			}
 		default:
-			return &ArgError{Value: w, Reason: fmt.Sprintf("ambiguous option: %s could match %s", base, strings.Join(matches, ", "))}
+			names := make([]string, len(matches))
+			for i, m := range matches {
+				names[i] = m.name
+			}
+			return &ArgError{Value: w, Reason: fmt.Sprintf("ambiguous option: %s could match %s", base+eqSuffix(explicit, hasExplicit), strings.Join(names, ", "))}
 		}
 	}
 	if !ok {
-		return &ArgError{Value: w, Reason: "unrecognized arguments: " + w}
+		// argparse sets an unknown option aside and goes on; its words are read as what they
+		// look like (a value after it is a positional).
+		p.extras = append(p.extras, w)
+		return nil
 	}
 	spec := ref.spec
 	if dotted {
-		if spec.kind != kindJSON || ref.negated {
-			return &ArgError{Value: w, Reason: "unrecognized arguments: " + w}
+		if ref.negated {
+			p.extras = append(p.extras, w)
+			return nil
 		}
 		// FlexibleArgumentParser takes the next word as a dotted key's value whatever it looks
 		// like (processed_args[i + 1]).
@@ -448,15 +532,27 @@ func (p *argParser) option(w string) error {
 		return p.dotted(spec, key, val)
 	}
 	switch spec.kind {
+	case kindHelp:
+		return &HelpExit{}
 	case kindBool, kindStoreTrue:
 		if hasExplicit {
-			return &ArgError{Flag: base, Value: explicit, Reason: fmt.Sprintf("ignored explicit argument %q", explicit)}
+			return &ArgError{Flag: spec.display(), Value: explicit, Reason: "ignored explicit argument " + pyRepr(explicit)}
 		}
 		return p.setBool(spec, ref.negated)
 	case kindList:
 		vals, err := p.list(spec, explicit, hasExplicit)
 		if err != nil {
 			return err
+		}
+		for _, v := range vals {
+			if err := checkValue(spec, v); err != nil {
+				return err
+			}
+			if spec.opt.Action == "lora_modules" && !(spec.opt.Nullable && (v == "" || v == "None")) {
+				if err := checkLoRAModule(v); err != nil {
+					return err
+				}
+			}
 		}
 		for _, v := range vals {
 			p.other(spec.long(), &v)
@@ -483,12 +579,20 @@ func (p *argParser) option(w string) error {
 	return p.set(spec, val)
 }
 
+// eqSuffix is "=value" when a word carried one.
+func eqSuffix(explicit string, has bool) string {
+	if !has {
+		return ""
+	}
+	return "=" + explicit
+}
+
 // optimizationLevel is FlexibleArgumentParser's -O shorthand, rewritten before argparse sees it:
 // `-O<x>` and `-O=<x>` are `--optimization-level <x>` whatever x is (so `-O.mode` is the level
 // ".mode", not a dotted key), and a bare `-O` is `--optimization-level` only when a level 0-3
 // follows; otherwise argparse knows no `-O` option.
 func (p *argParser) optimizationLevel(w string) error {
-	spec := flagIndex()["--optimization-level"].spec
+	spec := flagIndex().index["--optimization-level"].spec
 	if w != "-O" {
 		level := w[2:]
 		if level[0] == '=' {
@@ -568,36 +672,28 @@ func (p *argParser) setBool(spec *flagSpec, negated bool) error {
 	return nil
 }
 
-// set stores one flag value, validating it as argparse's type= and the pydantic field would.
+// set stores one flag value, checked as argparse's type= and choices check it (checkValue) and,
+// for the configs the model reads, as pydantic does.
 func (p *argParser) set(spec *flagSpec, val string) error {
 	a := p.args
 	flag := spec.long()
+	if err := checkValue(spec, val); err != nil {
+		return err
+	}
+	// optional_type reads "" and "None" as None: the option is given, its value is the default.
+	null := spec.opt.Nullable && (val == "" || val == "None")
 	switch spec.kind {
-	case kindSize:
-		n, err := pyInt(val)
-		if err != nil {
-			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid int value: %q", val)}
-		}
-		// argparse's type=int takes any int; the bounds are ParallelConfig's field constraints,
-		// checked when create_engine_config builds it (parallel.go fieldErrors).
-		return p.setSize(flag, n)
 	case kindInt:
-		if _, err := pyInt(val); err != nil {
-			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid int value: %q", val)}
-		}
-	case kindHumanInt:
-		if !humanInt().MatchString(strings.TrimSpace(val)) {
-			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid human_readable_int value: %q", val)}
-		}
-	case kindFloat:
-		if _, err := pyFloat(val); err != nil {
-			return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("invalid float value: %q", val)}
+		if sizeFlags[flag] {
+			// argparse's type=int takes any int; the bounds are ParallelConfig's field
+			// constraints, checked when create_engine_config builds it (parallel.go fieldErrors).
+			n, _ := pyInt(val)
+			return p.setSize(flag, n)
 		}
 	case kindJSON:
 		if validate, ok := validatedConfigs[flag]; ok {
-			if val == "" || val == "None" {
-				// optional_type: the config is None (a later occurrence or the dotted keys may
-				// still give one).
+			if null {
+				// The config is None (a later occurrence or the dotted keys may still give one).
 				p.setWhole(flag, nil)
 				return nil
 			}
@@ -610,18 +706,30 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 			if err := validate(obj); err != nil {
 				return err
 			}
+			if err := checkFields(spec, obj); err != nil {
+				return err
+			}
 			p.setWhole(flag, obj)
 			return nil
 		}
-		if strings.HasPrefix(strings.TrimSpace(val), "{") {
-			if dataclassConfigs[flag] {
-				val = expandHumanNumbers(val)
+		if !null {
+			if spec.opt.Type == "dataclass" {
+				// parse_dataclass: human-readable numbers expanded, then pydantic reads the JSON
+				// as the config dataclass: an object of the class's fields (checkFields; their
+				// values' types are not the model's business).
+				obj, err := jsonObject(expandHumanNumbers(val))
+				if err != nil {
+					return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("1 validation error for %s: %v", spec.opt.Class, err)}
+				}
+				if err := checkFields(spec, obj); err != nil {
+					return err
+				}
+				p.setWhole(flag, obj)
+			} else if v, err := decodeJSON(val); err == nil {
+				if obj, ok := v.(map[string]any); ok {
+					p.setWhole(flag, obj)
+				}
 			}
-			obj, err := jsonObject(val)
-			if err != nil {
-				return &ArgError{Flag: spec.display(), Value: val, Reason: err.Error()}
-			}
-			p.setWhole(flag, obj)
 		}
 	case kindString:
 		switch flag {
@@ -642,6 +750,10 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 			a.DataParallelBackend = val
 			return nil
 		case "--distributed-executor-backend":
+			if null {
+				a.DistributedExecutorBackend = nil
+				return nil
+			}
 			v := val
 			a.DistributedExecutorBackend = &v
 			return nil
@@ -718,7 +830,7 @@ func (p *argParser) dotted(spec *flagSpec, key, val string) error {
 	if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
 		return &ArgError{Flag: spec.display(), Value: key, Reason: fmt.Sprintf("invalid key %q", key)}
 	}
-	if _, read := validatedConfigs[spec.long()]; !read {
+	if _, read := validatedConfigs[spec.long()]; !read && spec.kind == kindJSON {
 		v := key + "=" + val
 		p.other(spec.long()+".", &v)
 	}
@@ -732,6 +844,7 @@ func (p *argParser) dotted(spec *flagSpec, key, val string) error {
 	}
 	if p.dottedKeys[spec.long()] == nil {
 		p.dottedKeys[spec.long()] = map[string]any{}
+		p.dottedOrder = append(p.dottedOrder, spec)
 	}
 	mergeDict(p.dottedKeys[spec.long()], nested.(map[string]any))
 	return nil
@@ -796,10 +909,6 @@ var (
 	decimalMultiplier = map[string]int64{"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
 	binaryShift       = map[string]uint{"K": 10, "M": 20, "G": 30, "T": 40}
 )
-
-// humanInt is arg_utils.human_readable_int: digits with an optional k/m/g/t multiplier (decimal
-// with a lowercase letter, binary with an uppercase one; fractions allowed with a suffix).
-var humanInt = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\d+|\d+\.\d+[kKmMgGtT])([kKmMgGtT])?$`) })
 
 // pyInt parses what Python's int() accepts: surrounding whitespace, a sign, and digits with
 // single underscores between them ("1_000").

@@ -21,7 +21,10 @@ Plans each deployment twice, with vLLM's own launch code (the vllm planner) and 
 model, and compares every process field by field: which processes exist, identity, crash
 (stage, exception type and message), rendezvous (members, world size, rank; addresses vLLM
 fixes exactly, the simulation's derived ports by structure), the KV connector (lookup path and
-role, engine_id, Mooncake DP index). Prints a table of disagreements.
+role, engine_id, Mooncake DP index). First it compares the model's catalog of ` + "`vllm serve`" + `
+options (what its command-line parser accepts; ` + "`make flags`" + ` regenerates it) with that vLLM's
+own parser: an option only one has, or that they read differently, is a disagreement of area
+options. Prints a table of disagreements.
 
 Deployments: the scenario FILES given (with neither FILES nor --generate: every shipped
 scenario, --scenarios DIR), plus --generate N seeded deployments over every launch path
@@ -116,6 +119,12 @@ func conformCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	defer release()
 	rep := conformReport{Profile: prof.Name, VLLM: pl.Source()}
+	// The options first: the catalog the model parses every command line with.
+	if ds, err := conform.Options(ctx, pl, &rep.Counts); err != nil {
+		rep.Errors = append(rep.Errors, conform.PlannerFailed{Scenario: "(vllm serve options)", Error: err.Error()})
+	} else {
+		rep.Disagreements = append(rep.Disagreements, ds...)
+	}
 	for _, d := range deps {
 		d.Profile = prof
 		ds, err := conform.Deployment(ctx, d, pl, &rep.Counts)
@@ -147,8 +156,8 @@ func writeConform(w io.Writer, rep conformReport) {
 		commit = "unknown commit"
 	}
 	fmt.Fprintf(w, "vLLM %s (%s) from %s, launch code sha256 %.12s; model profile %s\n", src.Version, commit, src.Path, src.Digest, rep.Profile)
-	fmt.Fprintf(w, "%d deployments, %d processes, %d fields compared in %.1fs: %d disagreements",
-		rep.Counts.Deployments, rep.Counts.Processes, rep.Counts.Fields, rep.Seconds, len(rep.Disagreements))
+	fmt.Fprintf(w, "%d serve options, %d deployments, %d processes, %d fields compared in %.1fs: %d disagreements",
+		rep.Counts.Options, rep.Counts.Deployments, rep.Counts.Processes, rep.Counts.Fields, rep.Seconds, len(rep.Disagreements))
 	if len(rep.ByArea) > 0 {
 		var parts []string
 		for a, n := range rep.ByArea {

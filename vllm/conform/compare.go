@@ -28,7 +28,7 @@ type Disagreement struct {
 	VLLM  string `json:"vllm"`
 	Model string `json:"model"`
 	// Area groups fields for the summary: process, identity, crash, rendezvous, connector,
-	// lifecycle, address.
+	// lifecycle, address, options.
 	Area string `json:"area"`
 }
 
@@ -37,6 +37,8 @@ type Counts struct {
 	Deployments int `json:"deployments"`
 	Processes   int `json:"processes"`
 	Fields      int `json:"fields"`
+	// Options are the `vllm serve` options compared (Options).
+	Options int `json:"options"`
 }
 
 // Compare compares the plans of one deployment, vLLM's (got) against the model's (want), and

@@ -255,6 +255,25 @@ type response struct {
 	Error  string             `json:"error"`
 	Source *sourceInfo        `json:"source"`
 	Nodes  []*json.RawMessage `json:"nodes"`
+	Flags  []vllm.ServeOption `json:"flags"`
+	Parse  []ParseResult      `json:"parse"`
+}
+
+// ParseLine is one command line for Parse: the words after `vllm serve` (or after the OpenAI
+// entrypoint's module) and which of the two (vllm.EntrypointServe, vllm.EntrypointAPIServer).
+type ParseLine struct {
+	Argv       []string `json:"argv"`
+	Entrypoint string   `json:"entrypoint"`
+}
+
+// ParseResult is what vLLM's parser made of a line: Exit is nil when it parsed, else argparse's
+// exit status (2 for an error, 0 for -h/--help) with the error it printed from its
+// "<prog>: error:" line on.
+type ParseResult struct {
+	Exit    *int   `json:"exit"`
+	Message string `json:"message"`
+	// Raised is the exception the parser raised instead of exiting ("ValueError: ...").
+	Raised string `json:"raised,omitempty"`
 }
 
 type sourceInfo struct {
@@ -389,6 +408,43 @@ func (p *Planner) Name() string { return "vllm" }
 
 // Source implements vllm.Planner.
 func (p *Planner) Source() vllm.PlannerSource { return p.source }
+
+// Flags returns the options of this vLLM's `vllm serve` parser, in the parser's order, as the
+// model's catalog describes them (vllm.ServeOption; python/widetp_probe/flags.py reads them). An
+// option whose action or type the catalog has no kind for is an error naming it.
+func (p *Planner) Flags(ctx context.Context) ([]vllm.ServeOption, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	resp, err := p.roundTrip(ctx, map[string]any{"op": "flags"}, p.cfg.request)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.OK {
+		return nil, fmt.Errorf("read vLLM's serve options: %s", lastLines(resp.Error, 6))
+	}
+	if len(resp.Flags) == 0 {
+		return nil, errors.New("read vLLM's serve options: the probe listed none")
+	}
+	return resp.Flags, nil
+}
+
+// Parse runs vLLM's own argument parser on each line, as the process would before anything else
+// (the probe's parse op): the judge of the model's ParseServe.
+func (p *Planner) Parse(ctx context.Context, lines []ParseLine) ([]ParseResult, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	resp, err := p.roundTrip(ctx, map[string]any{"op": "parse", "lines": lines}, p.cfg.request)
+	if err != nil {
+		return nil, err
+	}
+	if !resp.OK {
+		return nil, fmt.Errorf("run vLLM's parser: %s", lastLines(resp.Error, 6))
+	}
+	if len(resp.Parse) != len(lines) {
+		return nil, fmt.Errorf("run vLLM's parser: %d answers for %d lines", len(resp.Parse), len(lines))
+	}
+	return resp.Parse, nil
+}
 
 // wireNode is a node as the probe reads it.
 type wireNode struct {

@@ -3,6 +3,9 @@
 Protocol: one JSON request per line on stdin, one JSON response per line on stdout.
   {"op": "hello"}                        -> {"ok": true, "source": {...}}
   {"op": "plan", "deployment": {...}}    -> {"ok": true, "nodes": [NodePlan, ...]}
+  {"op": "flags"}                        -> {"ok": true, "flags": [Option, ...]} (flags.py)
+  {"op": "parse", "lines": [{"argv": [...], "entrypoint": "serve"}, ...]}
+                                         -> {"ok": true, "parse": [{"exit": null|N, "message": "..."}, ...]}
 Every request is planned in a fork of this process (vLLM's module state stays as imported).
 Anything vLLM prints goes to stderr.
 """
@@ -106,6 +109,18 @@ def plan(dep):
     return assemble.node_plans(dep, tops)
 
 
+def _flags():
+    from . import flags
+
+    return flags.serve_options()
+
+
+def _parse(argv, entrypoint):
+    from . import flags
+
+    return flags.parse(argv, entrypoint)
+
+
 def _in_fork(fn):
     r, w = os.pipe()
     sys.stdout.flush()
@@ -155,6 +170,13 @@ def serve(vllm_path, out):
             op = req.get("op")
             if op == "hello":
                 resp = {"ok": True, "source": source_info()}
+            elif op == "flags":
+                r = _in_fork(_flags)
+                resp = {"ok": r["ok"], "flags": r.get("result"), "error": r.get("error", "")}
+            elif op == "parse":
+                r = _in_fork(lambda: [_parse(ln.get("argv") or [], ln.get("entrypoint", "serve"))
+                                      for ln in req.get("lines") or []])
+                resp = {"ok": r["ok"], "parse": r.get("result"), "error": r.get("error", "")}
             elif op == "plan":
                 r = _in_fork(lambda: plan(req["deployment"]))
                 resp = {"ok": r["ok"], "nodes": r.get("result"), "error": r.get("error", "")}

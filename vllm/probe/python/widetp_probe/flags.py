@@ -1,0 +1,157 @@
+"""The options of vLLM's `vllm serve` parser, described for widetp's Go flag catalog.
+
+The `flags` op (`go run ./vllm/internal/genflags`, `make flags`) builds the parser as vLLM's CLI does
+(vllm/entrypoints/cli/serve.py ServeSubcommand.subparser_init over
+vllm/entrypoints/openai/cli_args.py make_arg_parser and vllm/engine/arg_utils.py
+EngineArgs.add_cli_args) and reports, for every option: its spellings in the parser's order, how
+argparse consumes it (action, nargs), what its type= accepts, and its choices. A type this module
+does not know is an error naming the option, so a vLLM that adds one cannot pass unnoticed.
+"""
+
+import argparse
+import dataclasses
+import json
+
+
+def _unwrap(fn):
+    """Strips vllm/engine/arg_utils.py's optional_type / parse_type wrappers: (inner, nullable,
+    wrapped)."""
+    nullable = wrapped = False
+    while callable(fn) and getattr(fn, "__name__", "") in ("_optional_type", "_parse_type") \
+            and getattr(fn, "__closure__", None):
+        nullable = nullable or fn.__name__ == "_optional_type"
+        wrapped = True
+        inner = [c.cell_contents for c in fn.__closure__ if callable(c.cell_contents)]
+        if len(inner) != 1:
+            raise ValueError(f"{fn!r} wraps {len(inner)} callables")
+        fn = inner[0]
+    return fn, nullable, wrapped
+
+
+def _value_type(opt, fn):
+    """Names what an option's type= accepts, as the Go catalog's kinds do."""
+    if fn is None or fn is str:
+        return "string"
+    name = getattr(fn, "__name__", "")
+    if fn is int:
+        return "int"
+    if fn is float:
+        return "float"
+    if name == "human_readable_int":
+        return "human_int"
+    if name == "human_readable_int_or_auto":
+        return "human_int_or_auto"
+    if name == "parse_dataclass":
+        return "dataclass"  # JSON with human-readable numbers expanded, then pydantic
+    if fn is json.loads:
+        return "json"
+    if name == "union_dict_and_str":
+        return "json_or_string"  # JSON when it looks like an object, else the string
+    if name == "<lambda>":
+        # Lambdas in arg_utils normalise a backend name, or split a device list: tell them
+        # apart by what they do.
+        try:
+            out = fn("Ab-C")
+        except Exception:  # noqa: BLE001
+            out = None
+        if out == "ab_c":
+            return "string_lower_underscore"
+        if isinstance(out, list):
+            return "string"
+    raise ValueError(f"option {opt}: type {fn!r} is not one the catalog knows")
+
+
+def _dataclass_fields(fn):
+    """The config class a parse_dataclass option reads and, when pydantic refuses keys the
+    class does not have, the keys it accepts (its init fields)."""
+    cls = (fn.__defaults__ or (None,))[0]
+    if cls is None or not dataclasses.is_dataclass(cls):
+        raise ValueError(f"parse_dataclass {fn!r} has no dataclass")
+    out = {"class": cls.__name__}
+    try:
+        fn(json.dumps({"widetp_no_such_field": 1}))
+    except argparse.ArgumentTypeError:
+        out["fields"] = sorted(f.name for f in dataclasses.fields(cls) if f.init)
+    return out
+
+
+def _action(a):
+    if isinstance(a, argparse.BooleanOptionalAction):
+        return "bool"
+    if isinstance(a, argparse._StoreTrueAction):
+        return "store_true"
+    if isinstance(a, argparse._HelpAction):
+        return "help"
+    if isinstance(a, argparse._AppendAction):
+        return "append"
+    if isinstance(a, argparse._StoreAction):
+        return "store"
+    # cli_args.LoRAParserAction reads `name=path` or a JSON object per value.
+    if type(a).__name__ == "LoRAParserAction":
+        return "lora_modules"
+    raise ValueError(f"option {a.option_strings}: action {type(a).__name__} is not one the catalog knows")
+
+
+def serve_options():
+    """The `vllm serve` parser's options, in the parser's order."""
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    import vllm.entrypoints.cli.serve as serve
+
+    parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+    sub = parser.add_subparsers(required=False, dest="subparser")
+    sp = serve.ServeSubcommand().subparser_init(sub)
+    out = []
+    for a in sp._actions:
+        if not a.option_strings:
+            continue
+        names = list(a.option_strings)
+        if isinstance(a, argparse.BooleanOptionalAction):
+            names = [n for n in names if not n.startswith("--no-")]
+        opt = {"names": names, "action": _action(a)}
+        if opt["action"] in ("store", "append", "lora_modules"):
+            fn, nullable, wrapped = _unwrap(a.type)
+            opt["type"] = _value_type(names[0], fn)
+            opt["nullable"] = nullable
+            opt["wrapped"] = wrapped
+            opt["nargs"] = a.nargs if isinstance(a.nargs, str) else ("" if a.nargs is None else str(a.nargs))
+            if opt["type"] == "dataclass":
+                opt.update(_dataclass_fields(fn))
+        if a.choices is not None:
+            # repr(): argparse compares the converted value (None, an int, a str) with them and
+            # prints them so in its error.
+            opt["choices"] = [repr(c) for c in a.choices]
+        out.append(opt)
+    return out
+
+
+def parse(argv, entrypoint):
+    """Runs vLLM's parser on argv (the words after `vllm serve`, or after the OpenAI entrypoint's
+    module), as the process would: {"exit": None} when it parses, else argparse's exit status and
+    the error it printed, from its "<prog>: error:" line on, or the exception it raised."""
+    import contextlib
+    import io
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    if entrypoint == "api_server":
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
+
+        parser = make_arg_parser(FlexibleArgumentParser(prog="api_server.py"))
+        words = list(argv)
+    else:
+        import vllm.entrypoints.cli.serve as serve
+
+        parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+        sub = parser.add_subparsers(required=False, dest="subparser")
+        serve.ServeSubcommand().subparser_init(sub)
+        words = ["serve"] + list(argv)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            parser.parse_args(words)
+    except SystemExit as e:
+        lines = err.getvalue().splitlines()
+        start = max((i for i, ln in enumerate(lines) if ": error: " in ln), default=len(lines))
+        return {"exit": e.code, "message": "\n".join(lines[start:]).strip()}
+    except Exception as e:  # noqa: BLE001 - the parser raised instead of exiting (--config)
+        return {"exit": None, "raised": f"{type(e).__name__}: {e}"}
+    return {"exit": None, "message": ""}
