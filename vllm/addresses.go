@@ -59,8 +59,7 @@ type NIXLProducer struct {
 
 // addrEnv is what vllm/envs.py gives the address rules of one command.
 type addrEnv struct {
-	vllmPort    *int
-	vllmPortErr error
+	vllmPort *int
 	// dpMasterPort is VLLM_DP_MASTER_PORT when it is in the environment (nil otherwise: the
 	// reserved range is empty).
 	dpMasterPort *int
@@ -85,16 +84,7 @@ func (cp *cmdPlanner) readAddrEnv() addrEnv {
 	}
 	e := addrEnv{nixlHost: "localhost", nixlPort: 5600, p2pHost: "localhost", p2pPort: 5710, mooncakeBootstrapPort: 8998,
 		tmp: gettempdir(m), rpcBase: cp.env.rpcBasePath}
-	if v, ok := m["VLLM_PORT"]; ok {
-		// envs.get_vllm_port: int(), else a URI hint, else "must be a valid integer".
-		if n, err := pyInt(v); err == nil {
-			e.vllmPort = &n
-		} else if strings.Contains(v, "://") {
-			e.vllmPortErr = valueError("VLLM_PORT '%s' appears to be a URI. This may be caused by a Kubernetes service discovery issue,check the warning in: https://docs.vllm.ai/en/latest/configuration/env_vars.html", v)
-		} else {
-			e.vllmPortErr = valueError("VLLM_PORT '%s' must be a valid integer", v)
-		}
-	}
+	e.vllmPort, _ = vllmPortEnv(m) // its error crashes the process where it is read (postInit)
 	if v, ok := m["VLLM_DP_MASTER_PORT"]; ok {
 		if n, err := pyInt(v); err == nil {
 			e.dpMasterPort = &n
@@ -247,7 +237,7 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 		}
 	}
 	io := tcp0
-	if offline || pc.LocalEnginesOnly() || (L == D && !pc.EnableElasticEP) {
+	if !engineIOOverTCP(pc) {
 		io = ""
 	}
 	// get_engine_zmq_addresses(vllm_config, num_api_servers): an input and an output socket for
@@ -286,6 +276,14 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 				Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with LAST_ENDPOINT)"}, Stage: StageEngineInit})
 		}
 	}
+}
+
+// engineIOOverTCP is whether get_engine_zmq_addresses gives the front end TCP sockets (remote
+// engines may dial them) rather than ipc paths: not offline, not local engines only, and not
+// every engine on this node.
+func engineIOOverTCP(pc *ParallelConfig) bool {
+	return !(pc.DataParallelRankLocal != nil || pc.LocalEnginesOnly() ||
+		(pc.DataParallelSizeLocal == pc.DataParallelSize && !pc.EnableElasticEP))
 }
 
 // dpMasterPorts: ParallelConfig.__post_init__ fills _data_parallel_master_port_list with

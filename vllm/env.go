@@ -27,10 +27,14 @@ type vllmEnv struct {
 	// cudaVisible is CUDA_VISIBLE_DEVICES as set ("" when unset or empty: vLLM treats both alike
 	// when it maps device IDs).
 	cudaVisible string
+	// vllmPort is VLLM_PORT (nil when unset); vllmPortErr what envs.get_vllm_port raises when
+	// int() refuses it, at the first port allocation that reads it.
+	vllmPort    *int
+	vllmPortErr error
 }
 
 // readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
-// a non-integer, which the process hits while building its config.
+// a non-integer, which the process hits while building its ParallelConfig.
 func readEnv(env map[string]string) (vllmEnv, error) {
 	e := vllmEnv{
 		dpMasterIP:        "127.0.0.1", // envs.VLLM_DP_MASTER_IP default
@@ -44,7 +48,9 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 		}
 		n, err := pyInt(v)
 		if err != nil {
-			return 0, valueError("invalid literal for int() with base 10: %s (environment variable %s)", pyRepr(v), name)
+			// ParallelConfig.__post_init__ reads them (the offline DP fallback; the DP master
+			// ports' reserved range), so pydantic wraps the ValueError.
+			return 0, validationError("ParallelConfig", "invalid literal for int() with base 10: %s", pyRepr(v))
 		}
 		return n, nil
 	}
@@ -72,6 +78,7 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 	if v, ok := env["VLLM_RPC_BASE_PATH"]; ok {
 		e.rpcBasePath = v
 	}
+	e.vllmPort, e.vllmPortErr = vllmPortEnv(env)
 	e.hostIP = env["VLLM_HOST_IP"]
 	e.mooncakeRequesterHostname = strings.TrimSpace(env["MOONCAKE_REQUESTER_LOCAL_HOSTNAME"])
 	if v, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
@@ -84,6 +91,22 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 		}
 	}
 	return e, nil
+}
+
+// vllmPortEnv is envs.get_vllm_port: int() of VLLM_PORT, else a URI hint, else "must be a valid
+// integer" (vllm/envs.py).
+func vllmPortEnv(env map[string]string) (*int, error) {
+	v, ok := env["VLLM_PORT"]
+	if !ok {
+		return nil, nil
+	}
+	if n, err := pyInt(v); err == nil {
+		return &n, nil
+	}
+	if strings.Contains(v, "://") {
+		return nil, valueError("VLLM_PORT '%s' appears to be a URI. This may be caused by a Kubernetes service discovery issue,check the warning in: https://docs.vllm.ai/en/latest/configuration/env_vars.html", v)
+	}
+	return nil, valueError("VLLM_PORT '%s' must be a valid integer", v)
 }
 
 // gettempdir is Python's tempfile.gettempdir(): the first of TMPDIR, TEMP, TMP that is set, made

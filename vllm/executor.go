@@ -65,8 +65,17 @@ func (cp *cmdPlanner) workersLocalAddr(pc *ParallelConfig) string {
 // (Executor.get_class): UniProcExecutor runs one worker in the engine core's own process
 // (vllm/v1/executor/uniproc_executor.py _distributed_args: rank 0, local rank the device index, 0
 // for a plain "cuda" device) whatever the world size, so a world of more than one waits for ranks
-// nobody starts; any other executor is attachWorkers.
+// nobody starts; any other executor is attachWorkers. An executor that probes its rendezvous port
+// first fails there on a VLLM_PORT int() refuses.
 func (cp *cmdPlanner) attachExecutorWorkers(p *ProcessPlan, pc *ParallelConfig, engineID string) error {
+	switch pc.DistributedExecutorBackend {
+	case "uni", "mp":
+		if cp.opts.Profile.ExecutorRendezvous == ExecutorRendezvousTCP && cp.env.vllmPortErr != nil {
+			// Before PR #50999 the executor's distributed_init_method takes get_open_port(),
+			// which reads envs.VLLM_PORT (executorInit).
+			return cp.env.vllmPortErr
+		}
+	}
 	if pc.DistributedExecutorBackend != "uni" {
 		return cp.attachWorkers(p, pc, engineID)
 	}
@@ -153,9 +162,21 @@ func (cp *cmdPlanner) workerDevice(pc *ParallelConfig, localRank int) error {
 		device += dpLocal * pc.PipelineParallelSize * pc.TensorParallelSize
 	}
 	ids := pc.AssignedPhysicalGPUIDs
+	cvd := cp.env.cudaVisible
 	if ids == nil {
 		if device >= cp.gpus {
 			return assertionError("DP adjusted local rank %d is out of bounds for %d devices.", device, cp.gpus)
+		}
+		if cvd != "" {
+			// device_id_to_physical_device_id reads the worker's own entry first, then the
+			// visible list is read whole: each entry must be an integer.
+			entries := strings.Split(cvd, ",")
+			if device < len(entries) {
+				if err := deviceEntry(entries[device]); err != nil {
+					return err
+				}
+			}
+			return visibleEntries(cvd)
 		}
 		return nil
 	}
@@ -166,7 +187,10 @@ func (cp *cmdPlanner) workerDevice(pc *ParallelConfig, localRank int) error {
 		return assertionError("local_world_size (%d) exceeds assigned_physical_gpu_ids count (%d)", lws, len(ids))
 	}
 	physical, visible := ids[device], ids[device]
-	if cvd := cp.env.cudaVisible; cvd != "" {
+	if cvd != "" {
+		if err := visibleEntries(cvd); err != nil {
+			return err
+		}
 		visible = -1
 		for i, v := range strings.Split(cvd, ",") {
 			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n == physical {
@@ -180,6 +204,26 @@ func (cp *cmdPlanner) workerDevice(pc *ParallelConfig, localRank int) error {
 	}
 	if visible >= cp.gpus {
 		return &PyError{Type: "torch.AcceleratorError", Msg: "CUDA error: invalid device ordinal"}
+	}
+	return nil
+}
+
+// deviceEntry is Platform.device_control_id_to_physical_device_id on one CUDA_VISIBLE_DEVICES
+// entry: int() of it, or ValueError (GPU UUIDs, MIG names).
+func deviceEntry(v string) error {
+	if _, err := pyInt(v); err != nil {
+		return valueError("Non-integer device ID %s is not supported by cuda.", pyRepr(v))
+	}
+	return nil
+}
+
+// visibleEntries converts every CUDA_VISIBLE_DEVICES entry, as
+// logical_device_id_to_visible_device_id does, failing at the first that is no integer.
+func visibleEntries(cvd string) error {
+	for _, v := range strings.Split(cvd, ",") {
+		if err := deviceEntry(v); err != nil {
+			return err
+		}
 	}
 	return nil
 }

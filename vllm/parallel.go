@@ -284,6 +284,11 @@ func (pc *ParallelConfig) postInit(env vllmEnv, gpus int) error {
 			return validationError("ParallelConfig", "data_parallel_rank (%d) must be in the range [0, %d)",
 				pc.DataParallelRank, pc.DataParallelSize)
 		}
+		if !pc.EnableElasticEP && env.vllmPortErr != nil {
+			// get_open_ports_list(5) for the DP master ports reads envs.VLLM_PORT, which raises
+			// on a value int() refuses; pydantic wraps the ValueError.
+			return validationError("ParallelConfig", "%s", env.vllmPortErr.(*PyError).Msg)
+		}
 	} else {
 		// Otherwise fall back to env vars (the offline SPMD case).
 		pc.DataParallelSize = env.dpSize

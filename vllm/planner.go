@@ -180,6 +180,12 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 	if pc.DataParallelBackend == "ray" {
 		return cp.rayFrontEnd(p, pc)
 	}
+	if cp.opts.Profile.ZMQPortAlloc == ZMQPortAllocProbe && engineIOOverTCP(pc) && cp.env.vllmPortErr != nil {
+		// Before PR #42585 get_engine_zmq_addresses probes its TCP ports with get_open_port,
+		// which reads envs.VLLM_PORT.
+		p.Crash = &Crash{Stage: StageConfig, Error: crashText(cp.env.vllmPortErr)}
+		return p
+	}
 	h, err := frontEndHandshake(pc, cp.localAddr())
 	if err != nil {
 		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}

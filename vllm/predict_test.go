@@ -233,7 +233,7 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 	}{
 		{"argparse error", "argparse", "vllm serve m -tp x", true, "SystemExit: 2 (vllm serve: error: argument --tensor-parallel-size/-tp: invalid int value"},
 		{"shell error", "POSIX shell", "vllm serve 'm", true, "shell: unterminated single quote"},
-		{"bad env int", "vllm/envs.py", "VLLM_DP_RANK=x vllm serve m", true, "ValueError: invalid literal for int() with base 10: 'x'"},
+		{"bad env int (read in ParallelConfig.__post_init__: pydantic wraps it)", "vllm/envs.py, vllm/config/parallel.py", "VLLM_DP_RANK=x vllm serve m", true, "pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, invalid literal for int() with base 10: 'x'"},
 		{"two LB modes", "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd", "vllm serve m -dp 2 --data-parallel-rank 0 --data-parallel-start-rank 0", true, "ValueError: Cannot use more than one data parallel load balancing mode"},
 		{"api servers with headless", "serve.py ServeSubcommand.cmd", "vllm serve m --headless --api-server-count 2", true, "ValueError: --api-server-count=2 cannot be used with --headless"},
 		{"hybrid and headless", "arg_utils.py create_engine_config", "vllm serve m -dp 2 -dpl 1 --headless -dph", true, "AssertionError: data_parallel_hybrid_lb is not applicable in headless mode"},
