@@ -47,7 +47,7 @@ func addressCollision(procs []report.Process) []report.Violation {
 	binds := exercised(procs, func(a *report.Address) bool { return a.Role == report.AddressBind })
 	// TCP: every EADDRINUSE, with whoever else bound that socket on the host.
 	for _, f := range binds {
-		if !strings.Contains(f.a.Error, "Address already in use") {
+		if !f.a.AddrInUse() {
 			continue
 		}
 		var holders []string

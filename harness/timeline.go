@@ -803,7 +803,7 @@ func stealEffect(st scenarios.Step, procs []report.Process) []string {
 			if a.Channel != st.Channel || a.Role != report.AddressBind {
 				continue
 			}
-			if strings.Contains(a.Error, "Address already in use") {
+			if a.AddrInUse() {
 				return []string{"bound " + a.Endpoint + " after " + st.Target + " learnt it and before it bound it"}
 			}
 			return []string{"nothing to take: " + st.Target + " binds " + a.Endpoint}

@@ -60,11 +60,20 @@ type Address struct {
 	// Error is the failure: a bind's exception (pyzmq's ZMQError, the OSError of a socket), or a
 	// connect's "no answer within ..." — never set on success.
 	Error string `json:"error,omitempty"`
+	// Errno is the OS error of a bind or listen the kernel refused (98: EADDRINUSE), whatever
+	// the exception says: gRPC's names only the address.
+	Errno int `json:"errno,omitempty"`
 	// Nonce is carried by a connect's request; Served lists the nonces a bind entry answered.
 	Nonce  string   `json:"nonce,omitempty"`
 	Served []string `json:"served,omitempty"`
 	// ServedBy is the ID of the process that answered a connect, or created what an open found.
 	ServedBy string `json:"served_by,omitempty"`
+}
+
+// AddrInUse reports a bind or listen the kernel refused with EADDRINUSE: the errno the run
+// recorded, or the message of a record without one.
+func (a Address) AddrInUse() bool {
+	return a.Errno == 98 || strings.Contains(a.Error, "Address already in use")
 }
 
 // Answered reports whether a connect got an answer (from whoever) or an open found its resource.

@@ -200,24 +200,39 @@ func (p *proc) steal(ctx context.Context, a vllm.AddressPlan) {
 // bindFailed records a refused bind or listen and returns the exception the process raises.
 func (p *proc) bindFailed(i int, a vllm.AddressPlan, err error) *pyError {
 	var be *address.BindError
-	text := "RuntimeError: " + err.Error()
+	text, errno := "RuntimeError: "+err.Error(), 0
 	if errors.As(err, &be) && be.Errno != 0 {
-		text = vllm.BindErrorText(a.Flavor, a.Endpoint, int(be.Errno), address.Strerror(be.Errno))
+		errno = int(be.Errno)
+		text = vllm.BindErrorText(a.Flavor, a.Endpoint, errno, address.Strerror(be.Errno))
 	}
-	p.update(func(r *report.Process) { r.Addresses[i].Error = text })
+	p.update(func(r *report.Process) { r.Addresses[i].Error, r.Addresses[i].Errno = text, errno })
 	return &pyError{Exception: text, Where: a.Channel}
 }
 
-// listenStage makes the sockets bound earlier listen, once the process serves (a front end's
-// HTTP socket, when uvicorn starts after the engines came up), in the host's order.
+// listenStage is StageServing, once the process serves, in the host's order: it binds that
+// stage's sockets (a gRPC front end's, bound once its engines are up) and makes every socket
+// bound earlier listen (a front end's HTTP socket, when uvicorn starts).
 func (p *proc) listenStage(ctx context.Context) *pyError {
-	if len(p.held.bound) == 0 {
+	binds := p.stepsAt(vllm.StageServing)
+	if len(p.held.bound) == 0 && len(binds) == 0 {
 		return nil
 	}
-	if _, err := p.seq.AddrTurn(ctx, vllm.StageServing, p.waitBound()); err != nil && ctx.Err() == nil {
+	turn, err := p.seq.AddrTurn(ctx, vllm.StageServing, p.waitBound())
+	if err != nil && ctx.Err() == nil {
 		p.log.Warn("no listen turn; listening anyway", "err", err)
 	}
 	defer p.seq.AddrBound(vllm.StageServing)
+	for _, i := range binds {
+		a := p.plan.Addresses[i]
+		if a.Role != report.AddressBind || ctx.Err() != nil {
+			continue
+		}
+		p.update(func(r *report.Process) { r.Addresses[i].BindSeq = turn })
+		if e := p.bindAddress(ctx, i, a); e != nil {
+			p.publish("")
+			return e
+		}
+	}
 	for i, a := range p.plan.Addresses {
 		s := p.held.bound[i]
 		if s == nil || ctx.Err() != nil {

@@ -14,7 +14,8 @@ import (
 // planAddresses runs over a command's finished process tree (it needs each process's own
 // ParallelConfig, which cmdPlanner.identity keeps) and fills ProcessPlan.Addresses. Channels:
 //
-//	api-server           the front end's HTTP socket, --host (all interfaces) : --port; a DP supervisor
+//	api-server           the front end's HTTP socket (gRPC's under --grpc, bound once the engines are
+//	                     up), --host (all interfaces) : --port; a DP supervisor
 //	                     child takes --port + its local rank (vllm/entrypoints/openai/api_server.py
 //	                     setup_server; dp_supervisor.py _build_vllm_dp_server_args)
 //	dp-supervisor        the supervisor's health port, --data-parallel-supervisor-port
@@ -196,16 +197,22 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 	if pc != nil {
 		key = fmt.Sprintf("api-server dp%d", pc.DataParallelRank)
 	}
-	add(AddressPlan{Address: report.Address{Channel: "api-server", Role: report.AddressBind,
-		Endpoint: "tcp://" + hostPort(host, port), Key: key, Exercised: true,
-		Source: "vllm/entrypoints/openai/api_server.py setup_server (launcher.create_server_socket); with --api-server-count N, run_multi_api_server binds once and hands the socket to its N API server processes"},
-		Stage: StageConfig, Flavor: BindFlavorSocket, ListenAt: StageServing,
-		// serve.py: setup_server(args, reuse_port=num_api_servers > 1)
-		ReusePort: pc != nil && pc.features.apiProcessCount > 1})
+	if !cp.grpc {
+		add(AddressPlan{Address: report.Address{Channel: "api-server", Role: report.AddressBind,
+			Endpoint: "tcp://" + hostPort(host, port), Key: key, Exercised: true,
+			Source: "vllm/entrypoints/openai/api_server.py setup_server (launcher.create_server_socket); with --api-server-count N, run_multi_api_server binds once and hands the socket to its N API server processes"},
+			Stage: StageConfig, Flavor: BindFlavorSocket, ListenAt: StageServing,
+			// serve.py: setup_server(args, reuse_port=num_api_servers > 1)
+			ReusePort: pc != nil && pc.features.apiProcessCount > 1})
+	}
 	if pc == nil {
 		return
 	}
 	cp.dpMasterPorts(pc, e, add)
+	if cp.grpc && p.Crash == nil {
+		// serve_grpc binds once AsyncLLM is up: after what launching the engines binds.
+		defer add(grpcSocket(host, port, key))
+	}
 	if pc.DataParallelBackend == "ray" || p.Crash != nil {
 		return
 	}
@@ -276,6 +283,16 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 				Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with LAST_ENDPOINT)"}, Stage: StageEngineInit})
 		}
 	}
+}
+
+// grpcSocket is the front end's socket under --grpc: serve_grpc builds the config and AsyncLLM
+// (which launches the engines as run_server does), then binds host:port with grpc.aio's
+// add_insecure_port, which sets SO_REUSEPORT, and serves at once.
+func grpcSocket(host string, port int, key string) AddressPlan {
+	return AddressPlan{Address: report.Address{Channel: "api-server", Role: report.AddressBind,
+		Endpoint: "tcp://" + hostPort(host, port), Key: key, Exercised: true,
+		Source: "vllm/entrypoints/grpc_server.py serve_grpc (server.add_insecure_port once AsyncLLM is up; gRPC sets SO_REUSEPORT)"},
+		Stage: StageServing, Flavor: BindFlavorGRPC, ListenAt: StageServing, ReusePort: true}
 }
 
 // engineIOOverTCP is whether get_engine_zmq_addresses gives the front end TCP sockets (remote

@@ -28,7 +28,7 @@ type AddressPlan struct {
 	// Alloc is the allocator a probe runs.
 	Alloc *PortAlloc `json:"alloc,omitempty"`
 	// Flavor says how a failed bind is raised: BindFlavorZMQ (pyzmq's ZMQError), BindFlavorSocket
-	// (Python's OSError from socket.bind).
+	// (Python's OSError from socket.bind), BindFlavorGRPC (gRPC's RuntimeError).
 	Flavor string `json:"flavor,omitempty"`
 	// Raises, when set, is the exception the process raises right after the step succeeds (the
 	// connector's first use of what it opened fails).
@@ -78,13 +78,20 @@ func ResolveProbed(endpoint, channel, key string, addrs []report.Address) (strin
 const (
 	BindFlavorZMQ    = "zmq"
 	BindFlavorSocket = "socket"
+	// BindFlavorGRPC: grpc.aio's add_insecure_port, whose failure is a RuntimeError naming the
+	// address (grpc/_common.py validate_port_binding_result).
+	BindFlavorGRPC = "grpc"
 )
 
 // BindErrorText is the exception a failed bind raises: pyzmq's ZMQError with the endpoint it tried
-// (ZMQBindError), or Python's OSError with the errno socket.bind raised.
+// (ZMQBindError), Python's OSError with the errno socket.bind raised, or gRPC's RuntimeError.
 func BindErrorText(flavor, endpoint string, errno int, strerror string) string {
-	if flavor == BindFlavorSocket {
+	switch flavor {
+	case BindFlavorSocket:
 		return "OSError: [Errno " + strconv.Itoa(errno) + "] " + strerror
+	case BindFlavorGRPC:
+		return "RuntimeError: Failed to bind to address " + strings.TrimPrefix(endpoint, "tcp://") +
+			"; set GRPC_VERBOSITY=debug environment variable to see detailed error message."
 	}
 	return "zmq.error.ZMQError: " + strerror + " (addr='" + endpoint + "')"
 }

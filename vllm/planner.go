@@ -29,6 +29,8 @@ type cmdPlanner struct {
 	err    error
 	// pcs holds each process's own ParallelConfig by ID, for the address rules (addresses.go).
 	pcs map[string]*ParallelConfig
+	// grpc: the command serves gRPC (launchGRPC), its front end binding once its engines are up.
+	grpc bool
 }
 
 // maxProcessesPerCommand bounds what one command may start in the simulation. A real launch
@@ -57,7 +59,7 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	}
 	cp.args = args
 	role := report.RoleAPIServer
-	if args.Headless && args.Entrypoint == EntrypointServe {
+	if args.Headless && args.Entrypoint == EntrypointServe && !args.boolFlag("--grpc") {
 		role = report.RoleHeadless
 	}
 	envMap := make(map[string]string, len(cp.node.Env)+len(args.Env))
@@ -91,6 +93,9 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 		top = cp.headless()
 	case launchSupervisor:
 		top = cp.supervisor()
+	case launchGRPC:
+		cp.grpc = true
+		top = cp.apiServer(args, 0, "", 1)
 	default:
 		top = cp.apiServer(args, 0, "", dec.apiServerCount)
 	}

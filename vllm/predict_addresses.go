@@ -76,6 +76,7 @@ func (s *sim) addressesAt(p *simProc, st Stage) (ok bool, ev *exitEvent) {
 			held := st2.listener(p.rec.Host, endpoint, a.ReusePort) != nil || s.steals.take(p, a.Channel, endpoint)
 			if held && a.Flavor != "" && !strings.HasPrefix(endpoint, "ipc://") {
 				rec.Error = BindErrorText(a.Flavor, endpoint, AddrInUseErrno, "Address already in use")
+				rec.Errno = AddrInUseErrno
 				return false, &exitEvent{p, 1, rec.Error}
 			}
 			st2.seq[p.rec.Host]++
@@ -136,14 +137,19 @@ func (a *addrState) listener(host, endpoint string, reusePort bool) *heldBind {
 	return nil
 }
 
-// listenAddresses is StageServing for the sockets bound earlier that listen only now (a front
-// end's HTTP socket, once its engines are up): in host plan order, a listen next to a listener of
-// the port fails, and the process exits with the OSError uvicorn logs.
+// listenAddresses is StageServing: the binds of that stage (a gRPC front end's socket) and the
+// sockets bound earlier that listen only now (a front end's HTTP socket, once its engines are
+// up), in host plan order; a bind or listen next to a listener of the port fails, and the process
+// exits with the OSError its server raises.
 func (s *sim) listenAddresses() {
 	st := s.addr()
 	var events []exitEvent
 	for _, p := range s.procs {
 		if !p.alive() || p.hung || p.next != len(p.plan.Rendezvous) {
+			continue
+		}
+		if _, ev := s.addressesAt(p, StageServing); ev != nil {
+			events = append(events, *ev)
 			continue
 		}
 		for i := range p.plan.Addresses {
@@ -160,6 +166,7 @@ func (s *sim) listenAddresses() {
 			}
 			if held := st.listener(p.rec.Host, a.Endpoint, a.ReusePort); held != nil && held != mine {
 				rec.Error = BindErrorText(a.Flavor, a.Endpoint, AddrInUseErrno, "Address already in use")
+				rec.Errno = AddrInUseErrno
 				events = append(events, exitEvent{p, 1, rec.Error})
 				break
 			}

@@ -17,6 +17,10 @@ const (
 	launchHeadless
 	// launchSupervisor: --data-parallel-multi-port-external-lb, run_dp_supervisor.
 	launchSupervisor
+	// launchGRPC: --grpc, vllm/entrypoints/grpc_server.py serve_grpc: one process that builds
+	// the engine config as run_server does (no headless, one API process), starts the engines
+	// through AsyncLLM and serves gRPC once they are up.
+	launchGRPC
 )
 
 // serveDecision is the outcome of ServeSubcommand.validate and .cmd before any config is built.
@@ -40,6 +44,11 @@ func decideServe(a *ServeArgs) (serveDecision, error) {
 		// api_server.py __main__ calls run_server(args) directly: one API server that launches
 		// the engines, whatever --headless, --api-server-count or the supervisor flag say.
 		return serveDecision{mode: launchServer, apiServerCount: 1}, nil
+	}
+	if a.boolFlag("--grpc") {
+		// ServeSubcommand.cmd's first branch: serve_grpc, whatever --headless,
+		// --api-server-count or the load-balancing flags say.
+		return serveDecision{mode: launchGRPC, apiServerCount: 1}, nil
 	}
 	apiCount := copyInt(a.APIServerCount)
 	if a.Headless {
@@ -114,8 +123,17 @@ func validateParsedServeArgs(a *ServeArgs) error {
 }
 
 // validateMultiPortExternalLB is vllm/entrypoints/openai/dp_supervisor.py
-// validate_multi_port_external_lb_args (the checks that concern the model's inputs).
+// validate_multi_port_external_lb_args.
 func validateMultiPortExternalLB(a *ServeArgs) error {
+	if a.boolFlag("--grpc") {
+		return valueError("Error: --data-parallel-multi-port-external-lb does not support --grpc")
+	}
+	if a.optionalValue("--uds") {
+		return valueError("Error: --data-parallel-multi-port-external-lb does not support --uds")
+	}
+	if a.optionalValue("--ssl-keyfile") != a.optionalValue("--ssl-certfile") {
+		return valueError("Error: --ssl-keyfile and --ssl-certfile must be provided together")
+	}
 	if a.APIServerCount != nil && *a.APIServerCount != 1 {
 		return valueError("Error: --data-parallel-multi-port-external-lb currently requires --api-server-count=1")
 	}
@@ -203,6 +221,13 @@ func (a *ServeArgs) lastOther(flag string) string {
 		}
 	}
 	return v
+}
+
+// optionalValue reports whether an optional_type string option holds a value: it was given, and
+// its last value is not "" or "None" (which optional_type reads as None).
+func (a *ServeArgs) optionalValue(flag string) bool {
+	v := a.lastOther(flag)
+	return v != "" && v != "None"
 }
 
 func (a *ServeArgs) hasOther(flag string) bool {

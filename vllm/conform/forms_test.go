@@ -18,10 +18,11 @@ const (
 	formAddressMaster  = "DP address from --master-addr" // multi-node, no --data-parallel-address
 	formDefaultRPCPort = "default DP RPC port"           // DP over nodes, no --data-parallel-rpc-port
 	formRespelled      = "respelled flags"               // an alias, underscores, = or an abbreviation
+	formGRPC           = "gRPC front ends"               // --grpc: serve_grpc instead of run_server
 )
 
 // launchForms are the forms in the order LaunchForms lists them.
-var launchForms = []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled}
+var launchForms = []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled, formGRPC}
 
 // canonical are the spellings the generator writes before respelling.
 var canonical = map[string]bool{"-tp": true, "-pp": true, "-dp": true, "--data-parallel-rank": true,
@@ -55,8 +56,13 @@ func LaunchForms(tb testing.TB, d vllm.Deployment) []string {
 				seen[formDefaultRPCPort] = true
 			}
 			for _, w := range a.Argv {
-				if strings.HasPrefix(w, "-") && !canonical[w] && (strings.ContainsAny(w, "_=") || isSpelling(w)) {
+				if strings.HasPrefix(w, "-") && !canonical[w] && w != "--grpc" && (strings.ContainsAny(w, "_=") || isSpelling(w)) {
 					seen[formRespelled] = true
+				}
+			}
+			for _, o := range a.Other {
+				if o.Flag == "--grpc" {
+					seen[formGRPC] = true
 				}
 			}
 		}

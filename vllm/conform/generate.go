@@ -362,6 +362,21 @@ func genInternalOneNode(g *gen) {
 		env = g.narrowDevices(tp*pp, dp)
 	}
 	g.node("h0", g.line(env, flags...))
+	g.maybeGRPC()
+}
+
+// maybeGRPC serves gRPC instead of HTTP on every line of the deployment, one time in five:
+// ServeSubcommand.cmd's first branch, serve_grpc (vllm/entrypoints/grpc_server.py). Drawn last,
+// so that the rest of the deployment is the one the seed gave before.
+func (g *gen) maybeGRPC() {
+	if g.r.IntN(5) != 0 {
+		return
+	}
+	for i := range g.d.Nodes {
+		for j := range g.d.Nodes[i].Commands {
+			g.d.Nodes[i].Commands[j] += " --grpc"
+		}
+	}
 }
 
 // narrowDevices is a CUDA_VISIBLE_DEVICES= prefix that shows a node's engines (each a world of
@@ -449,6 +464,7 @@ func genExternal(g *gen) {
 		}
 		g.node(host(i), g.line("", flags...))
 	}
+	g.maybeGRPC()
 }
 
 func genHybrid(g *gen) {

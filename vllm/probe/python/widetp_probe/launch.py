@@ -644,6 +644,33 @@ def _follow_paths(serve):
             return _orig(*a, **kw)
 
         setattr(serve, name, path)
+    _follow_grpc()
+
+
+def _follow_grpc():
+    """--grpc: ServeSubcommand.cmd imports vllm.entrypoints.grpc_server's serve_grpc (its gRPC
+    packages stood in) and runs it instead of every other path: the top process is an API server
+    whatever --headless says. serve_grpc binds its socket with add_insecure_port once AsyncLLM is
+    up, which is where the probe stops (AsyncLLM's engine client built): the bind is recorded
+    there, from the same arguments, and not when the config or the engines failed first."""
+    try:
+        import vllm.entrypoints.grpc_server as gs
+    except ImportError:
+        return  # a vLLM from before --grpc
+    orig = _original(gs, "serve_grpc")
+
+    async def serve_grpc(args):
+        _retag("api-server")
+        try:
+            return await orig(args)
+        except Stop:
+            address("api-server", "bind", "tcp://" + _host_port(args.host or "0.0.0.0", args.port),
+                    "vllm/entrypoints/grpc_server.py serve_grpc (server.add_insecure_port once AsyncLLM "
+                    "is up; gRPC sets SO_REUSEPORT)", "serving", exercised=True, flavor="grpc",
+                    listen_at="serving", reuse_port=True)
+            raise
+
+    gs.serve_grpc = serve_grpc
 
 
 def _retag(role):

@@ -42,7 +42,7 @@ GENERIC = frozenset(
     vllm_flash_attn tabulate humanize rich blobfile pycountry sentry_sdk httpx httptools
     websockets python_multipart multipart orjson_ openai_harmony_ jsonschema_ datasets peft
     apache_tvm_ffi tvm_ffi intel_extension_for_pytorch habana_frameworks neuronx_distributed
-    torch_xla ninja""".split()
+    torch_xla ninja grpc_health grpc_reflection smg_grpc_proto smg_grpc_servicer""".split()
 )
 # Roots with a behaving stand-in (modules below, built on the generic one).
 SPECIFIC = frozenset({"torch", "zmq", "msgspec", "uvloop"})

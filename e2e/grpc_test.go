@@ -1,0 +1,66 @@
+package e2e_test
+
+import (
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/widetp/widetp/harness/matchers"
+	"github.com/widetp/widetp/report"
+)
+
+// `vllm serve --grpc` takes ServeSubcommand.cmd's first branch (vllm/entrypoints/cli/serve.py):
+// vllm/entrypoints/grpc_server.py serve_grpc builds the config and AsyncLLM, whatever --headless
+// or --api-server-count say, and binds its port with grpc.aio's add_insecure_port once the
+// engines are up, with SO_REUSEPORT. The runs bind and listen for real at that stage.
+var _ = Describe("gRPC front ends", Label("grpc"), func() {
+	dir := filepath.Join(moduleRoot, "e2e", "testdata", "grpc")
+
+	for _, pl := range bothPlanners {
+		It("bind after their engines are up: next to an HTTP front end's port the gRPC bind fails with gRPC's RuntimeError ("+pl.name+" planner)", Label(pl.label), func(ctx SpecContext) {
+			p := planFile(ctx, pl, filepath.Join(dir, "grpc-beside-http.yaml"), "main")
+			r := p.run(ctx, primaryRuntime())
+			Expect(r.report).To(matchers.HaveViolationKinds(report.AddressCollision, report.ProcessCrashed))
+			expectAsPlanned(p, r.report)
+			procs := byID(r.report)
+			grpc := procs["h/1/api-server-0"]
+			Expect(grpc.Exit).NotTo(BeNil())
+			Expect(grpc.Exit.Error).To(Equal("RuntimeError: Failed to bind to address 0.0.0.0:8000; set GRPC_VERBOSITY=debug environment variable to see detailed error message."))
+			var sock *report.Address
+			for i, a := range grpc.Addresses {
+				if a.Channel == "api-server" {
+					sock = &grpc.Addresses[i]
+				}
+			}
+			Expect(sock).NotTo(BeNil())
+			Expect(sock.Errno).To(Equal(98), "the kernel's EADDRINUSE, which gRPC's message does not name")
+			Expect(procs["h/0/api-server-0"].Exit).To(BeNil(), "the HTTP front end, which bound first, serves on")
+			for _, id := range []string{"h/1/engine-core-0", "h/1/engine-core-0/worker-0"} {
+				Expect(procs).To(HaveKey(id), "the gRPC front end started its engines before it bound")
+			}
+		}, SpecTimeout(runBound+vllmBound))
+
+		It("set SO_REUSEPORT: two on one port both serve, --headless and --api-server-count ignored ("+pl.name+" planner)", Label(pl.label), func(ctx SpecContext) {
+			p := planFile(ctx, pl, filepath.Join(dir, "grpc-reuseport.yaml"), "main")
+			r := p.run(ctx, primaryRuntime())
+			Expect(r.report).To(matchers.HaveViolationKinds())
+			expectAsPlanned(p, r.report)
+			procs := byID(r.report)
+			for _, id := range []string{"h/0/api-server-0", "h/1/api-server-0"} {
+				Expect(procs).To(HaveKey(id))
+				var bound []string
+				for _, a := range procs[id].Addresses {
+					if a.Channel == "api-server" {
+						Expect(a.Error).To(BeEmpty(), id)
+						Expect(a.BindSeq).To(BeNumerically(">", 0), "%s bound for real", id)
+						bound = append(bound, a.Endpoint)
+					}
+				}
+				Expect(bound).To(Equal([]string{"tcp://0.0.0.0:50051"}), id)
+			}
+			Expect(procs).NotTo(HaveKey("h/0/headless-0"))
+			Expect(procs).NotTo(HaveKey("h/1/api-server-1"))
+		}, SpecTimeout(runBound+vllmBound))
+	}
+})
