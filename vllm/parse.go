@@ -338,6 +338,8 @@ func (p *argParser) run() error {
 		text := pyJSONDumps(p.dottedKeys[spec.long()])
 		delete(p.dottedKeys, spec.long())
 		switch {
+		case spec.kind == kindHelp:
+			return &HelpExit{}
 		case !spec.takesValue():
 			if err := p.setBool(spec, false); err != nil {
 				return err

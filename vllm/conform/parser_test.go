@@ -262,7 +262,7 @@ func parserCorpus() []string {
 		"--kv-transfer-config.kv_connector NixlConnector --kv-transfer-config.kv_role kv_both --kv-transfer-config.bogus 1",
 		"--compilation-config '{\"level\": 3}'", "--compilation-config 3", "-O3", "-O 3", "-O.mode 3", "-cc.mode 3",
 		"--hf-overrides '{bad'", "--hf-overrides '{\"a\": 1}'", "--allowed-origins '[\"*\"]'",
-		"--tensor-parallel-size.x 1", "--headless --api-server-count 0",
+		"--tensor-parallel-size.x 1", "--enable-eplb.x 1", "--help.x 1", "--headless --api-server-count 0",
 	} {
 		add(l)
 	}
