@@ -34,15 +34,6 @@ func (e *HelpExit) Error() string {
 	return prog + ": -h/--help prints the help and exits (status 0): the line starts no server"
 }
 
-// sizeFlags are the int options the model reads (ServeArgs fields; setSize).
-var sizeFlags = map[string]bool{
-	"--tensor-parallel-size": true, "--pipeline-parallel-size": true, "--prefill-context-parallel-size": true,
-	"--decode-context-parallel-size": true, "--data-parallel-size": true, "--data-parallel-rank": true,
-	"--data-parallel-start-rank": true, "--data-parallel-size-local": true, "--data-parallel-rpc-port": true,
-	"--nnodes": true, "--node-rank": true, "--master-port": true, "--api-server-count": true, "--port": true,
-	"--data-parallel-supervisor-port": true,
-}
-
 // jsonObjectLike is union_dict_and_str's test for a value it reads as JSON.
 var jsonObjectLike = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?s)^\s*\{.*\}\s*$`) })
 

@@ -14,22 +14,7 @@ func planned(t *testing.T, moe bool, profile string, nodes ...Node) map[string]*
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
-	out := map[string]*ProcessPlan{}
-	var walk func(p *ProcessPlan)
-	walk = func(p *ProcessPlan) {
-		out[p.Identity.ID] = p
-		for _, c := range p.Children {
-			walk(c)
-		}
-	}
-	for _, np := range plans {
-		for _, top := range np.Commands {
-			if top != nil {
-				walk(top)
-			}
-		}
-	}
-	return out
+	return ProcessesByID(plans)
 }
 
 // A CUDA_VISIBLE_DEVICES entry int() refuses (a GPU UUID, a MIG name) crashes each GPU worker in

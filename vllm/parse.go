@@ -686,11 +686,11 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 	null := spec.opt.Nullable && (val == "" || val == "None")
 	switch spec.kind {
 	case kindInt:
-		if sizeFlags[flag] {
-			// argparse's type=int takes any int; the bounds are ParallelConfig's field
-			// constraints, checked when create_engine_config builds it (parallel.go fieldErrors).
-			n, _ := pyInt(val)
-			return p.setSize(flag, n)
+		// argparse's type=int takes any int; the bounds of the sizes the model reads are
+		// ParallelConfig's field constraints, checked when create_engine_config builds it
+		// (parallel.go fieldErrors).
+		if n, _ := pyInt(val); p.setSize(flag, n) {
+			return nil
 		}
 	case kindJSON:
 		if validate, ok := validatedConfigs[flag]; ok {
@@ -766,7 +766,9 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 	return nil
 }
 
-func (p *argParser) setSize(flag string, n int) error {
+// setSize stores an int option the model reads in its ServeArgs field, and reports whether the
+// model reads it (the others are kept verbatim in Other).
+func (p *argParser) setSize(flag string, n int) bool {
 	a := p.args
 	ptr := func() *int { v := n; return &v }
 	switch flag {
@@ -801,10 +803,9 @@ func (p *argParser) setSize(flag string, n int) error {
 	case "--data-parallel-supervisor-port":
 		a.DataParallelSupervisorPort = n
 	default:
-		s := strconv.Itoa(n)
-		p.other(flag, &s)
+		return false
 	}
-	return nil
+	return true
 }
 
 // dotted sets one key of a JSON flag (`--kv-transfer-config.kv_role kv_both`) as

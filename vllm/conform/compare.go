@@ -173,24 +173,7 @@ func optInt(p *int) string {
 	return strconv.Itoa(*p)
 }
 
-func flatten(plans []*vllm.NodePlan) map[string]*vllm.ProcessPlan {
-	out := map[string]*vllm.ProcessPlan{}
-	var walk func(p *vllm.ProcessPlan)
-	walk = func(p *vllm.ProcessPlan) {
-		out[p.Identity.ID] = p
-		for _, c := range p.Children {
-			walk(c)
-		}
-	}
-	for _, np := range plans {
-		for _, top := range np.Commands {
-			if top != nil {
-				walk(top)
-			}
-		}
-	}
-	return out
-}
+func flatten(plans []*vllm.NodePlan) map[string]*vllm.ProcessPlan { return vllm.ProcessesByID(plans) }
 
 // canonicalAddresses names every host-local rendezvous address of the plans by the first process
 // (in ID order) that joins it and its position there, so two planners that put the same processes
