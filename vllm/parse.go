@@ -345,14 +345,13 @@ func (p *argParser) run() error {
 				return err
 			}
 			p.extras = append(p.extras, text)
-		default:
+		case spec.kind == kindList || spec.kind == kindOptional:
 			if err := checkValue(spec, text); err != nil {
 				return err
 			}
-			if spec.kind != kindList && spec.kind != kindOptional {
-				if err := p.set(spec, text); err != nil {
-					return err
-				}
+		default:
+			if err := p.set(spec, text); err != nil { // set checks the value
+				return err
 			}
 		}
 	}
