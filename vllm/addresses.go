@@ -260,22 +260,26 @@ func (cp *cmdPlanner) frontEndAddresses(p, parent *ProcessPlan, pc *ParallelConf
 					what += strconv.Itoa(i)
 				}
 				ep = ipc(what)
-			case cp.opts.Profile.ZMQPortAlloc == ZMQPortAllocProbe:
-				// Before PR #42585: tcp://host:<get_open_port()>, probed by the launcher and bound
-				// by the API server's client sockets (core_client.py make_zmq_socket) later: the
-				// window of vLLM#40443, which a steal-port step takes. Each bind binds its own
-				// probe's port (the key tells them apart).
+			case cp.preallocatesEngineIO():
+				// tcp://host:<get_open_port()>, probed by the launcher and bound by the API
+				// server's client sockets (core_client.py make_zmq_socket) or the Rust front end
+				// later: the window of vLLM#40443, which a steal-port step takes. Each bind binds
+				// its own probe's port (the key tells them apart).
 				key := dir
 				if i > 0 {
 					key += strconv.Itoa(i)
 				}
+				probeSrc, bindSrc := "vllm/v1/engine/utils.py get_engine_zmq_addresses (get_open_port(), before PR #42585)",
+					"vllm/v1/engine/core_client.py MPClient (make_zmq_socket bind of the probed port, before PR #42585)"
+				if cp.rustFrontend != "" {
+					probeSrc, bindSrc = "vllm/v1/engine/utils.py get_engine_zmq_addresses (defer_api_server_ports=False: the Rust front end cannot report a bound port back)",
+						"vllm/v1/utils.py RustFrontendProcessManager (vllm-rs frontend binds its --input-address and --output-address)"
+				}
 				add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressProbe,
-					Endpoint: probeEndpoint("0.0.0.0", e), Key: key, Exercised: true,
-					Source: "vllm/v1/engine/utils.py get_engine_zmq_addresses (get_open_port(), before PR #42585)"},
+					Endpoint: probeEndpoint("0.0.0.0", e), Key: key, Exercised: true, Source: probeSrc},
 					Stage: StageConfig, Alloc: cp.alloc(e, FuncGetOpenPort, 0)})
 				add(AddressPlan{Address: report.Address{Channel: "engine-io", Role: report.AddressBind,
-					Endpoint: "tcp://" + hostPort(pc.DataParallelMasterIP, 0) + KeyProbedPort, Key: key, Exercised: true,
-					Source: "vllm/v1/engine/core_client.py MPClient (make_zmq_socket bind of the probed port, before PR #42585)"},
+					Endpoint: "tcp://" + hostPort(pc.DataParallelMasterIP, 0) + KeyProbedPort, Key: key, Exercised: true, Source: bindSrc},
 					Stage: StageEngineInit, Flavor: BindFlavorZMQ})
 				continue
 			}

@@ -31,6 +31,9 @@ type vllmEnv struct {
 	// int() refuses it, at the first port allocation that reads it.
 	vllmPort    *int
 	vllmPortErr error
+	// runtimeLoRAUpdating is VLLM_ALLOW_RUNTIME_LORA_UPDATING ("1" or "true", stripped, in any
+	// case), which run_multi_api_server refuses with more than one API server.
+	runtimeLoRAUpdating bool
 }
 
 // readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
@@ -79,6 +82,10 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 		e.rpcBasePath = v
 	}
 	e.vllmPort, e.vllmPortErr = vllmPortEnv(env)
+	switch strings.ToLower(strings.TrimSpace(env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"])) {
+	case "1", "true":
+		e.runtimeLoRAUpdating = true
+	}
 	e.hostIP = env["VLLM_HOST_IP"]
 	e.mooncakeRequesterHostname = strings.TrimSpace(env["MOONCAKE_REQUESTER_LOCAL_HOSTNAME"])
 	if v, ok := env["CUDA_VISIBLE_DEVICES"]; ok {

@@ -95,3 +95,37 @@ func TestVLLMPortThatIsNoInteger(t *testing.T) {
 		})
 	}
 }
+
+// VLLM_ALLOW_RUNTIME_LORA_UPDATING ("1" or "true", stripped, in any case: vllm/envs.py) is
+// refused by run_multi_api_server once its config is built, when more than one API server would
+// serve (vllm/entrypoints/cli/serve.py): the runtime LoRA endpoints would change one server's
+// adapters only. One API server, a headless launch and a config error first are untouched.
+func TestRuntimeLoRAUpdatingWithSeveralAPIServers(t *testing.T) {
+	const refused = "ValueError: VLLM_ALLOW_RUNTIME_LORA_UPDATING cannot be used with api_server_count > 1"
+	for _, tt := range []struct {
+		line, top, crash string
+	}{
+		{"VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 vllm serve org/M -dp 2", "h/0/api-server-0", refused},
+		{"VLLM_ALLOW_RUNTIME_LORA_UPDATING=' True ' vllm serve org/M -tp 2 --api-server-count 3", "h/0/api-server-0", refused},
+		{"VLLM_ALLOW_RUNTIME_LORA_UPDATING=yes vllm serve org/M -dp 2", "h/0/api-server-0", ""},
+		{"VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 vllm serve org/M -dp 2 --api-server-count 1", "h/0/api-server-0", ""},
+		{"VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 vllm serve org/M -dp 2 --headless", "h/0/headless-0", ""},
+		{"VLLM_ALLOW_RUNTIME_LORA_UPDATING=1 vllm serve org/M -dp 2 --data-parallel-rank 5", "h/0/api-server-0", "data_parallel_rank (5) must be in the range [0, 2)"},
+	} {
+		t.Run(tt.line, func(t *testing.T) {
+			plans := planned(t, true, "main", node("h", tt.line))
+			top, ok := plans[tt.top]
+			if !ok {
+				t.Fatalf("no %s planned", tt.top)
+			}
+			switch {
+			case tt.crash == "" && top.Crash != nil:
+				t.Errorf("%s crashes: %s", tt.top, top.Crash.Error)
+			case tt.crash != "" && (top.Crash == nil || !strings.Contains(top.Crash.Error, tt.crash)):
+				t.Errorf("%s: crash %+v, want %q", tt.top, top.Crash, tt.crash)
+			case tt.crash == refused && len(top.Children) > 0:
+				t.Errorf("%s started %d engines before it refused", tt.top, len(top.Children))
+			}
+		})
+	}
+}

@@ -21,6 +21,30 @@ type Options struct {
 	// NIXLProducers are the deployment's NIXL producer engines, which the consumers' workers dial
 	// (PlanDeployment fills it; addresses.go).
 	NIXLProducers []NIXLProducer
+	// Install is the vLLM installation the deployment runs.
+	Install Install
+}
+
+// Install is what vLLM's launch code reads of its own installation: where its package is (envs.py
+// looks for the Rust front end's binary, vllm-rs, beside itself) and whether that binary is
+// there. The zero value is a wheel installed into Python 3.12's dist-packages, as vLLM's images
+// have it, which carries vllm-rs; widetp conform gives the model the installation it runs (a
+// source tree carries no vllm-rs).
+type Install struct {
+	// PackageDir is the vllm package's directory ("" for DefaultPackageDir).
+	PackageDir string `json:"package_dir,omitempty"`
+	// NoRustFrontend: the package carries no executable vllm-rs.
+	NoRustFrontend bool `json:"no_rust_frontend,omitempty"`
+}
+
+// DefaultPackageDir is where vLLM's images install the vllm package.
+const DefaultPackageDir = "/usr/local/lib/python3.12/dist-packages/vllm"
+
+func (i Install) packageDir() string {
+	if i.PackageDir == "" {
+		return DefaultPackageDir
+	}
+	return i.PackageDir
 }
 
 // Node is one host of a deployment: its hostname (socket.gethostname() of every process on it),

@@ -31,6 +31,10 @@ type cmdPlanner struct {
 	pcs map[string]*ParallelConfig
 	// grpc: the command serves gRPC (launchGRPC), its front end binding once its engines are up.
 	grpc bool
+	// rustFrontend is the Rust front end's binary when the command runs it (serveDecision): the
+	// front end is run_multi_api_server's, whatever its API server count, and its engine-io
+	// TCP ports are probed up front (preallocatesEngineIO).
+	rustFrontend string
 }
 
 // maxProcessesPerCommand bounds what one command may start in the simulation. A real launch
@@ -69,6 +73,9 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	for k, v := range args.Env {
 		envMap[k] = v
 	}
+	// envs.py reads the VLLM_DP_* integers in ParallelConfig.__post_init__, which already runs
+	// while the parser is built (get_kwargs calls VllmConfig's default factories): their errors
+	// come before ServeSubcommand.validate and .cmd (decideServe).
 	if cp.env, err = readEnv(envMap); err != nil {
 		return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err), nil
 	}
@@ -83,10 +90,11 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	cp.engineID = baseEngineID(args.KVTransfer, cp.opts.Seed, cp.node.Host, cp.cmd)
 	cp.storeExtra, cp.hasStore = args.KVTransfer.mooncakeStoreExtra()
 
-	dec, err := decideServe(args)
+	dec, err := decideServe(args, envMap, cp.opts.Install)
 	if err != nil {
 		return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err), nil
 	}
+	cp.rustFrontend = dec.rustFrontend
 	var top *ProcessPlan
 	switch dec.mode {
 	case launchHeadless:
@@ -105,6 +113,15 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 		cp.planAddresses(top)
 	}
 	return top, cp.err
+}
+
+// preallocatesEngineIO is whether get_engine_zmq_addresses gives each TCP engine-io socket a
+// port probed with get_open_port, bound later by the API server, instead of tcp://host:0 bound
+// and read back: always before PR #42585 (the zmq_port_alloc change), and on vLLM main when the
+// consumer cannot report a bound port back, the Rust front end (run_multi_api_server's
+// defer_api_server_ports=False, vllm/entrypoints/cli/serve.py).
+func (cp *cmdPlanner) preallocatesEngineIO() bool {
+	return cp.opts.Profile.ZMQPortAlloc == ZMQPortAllocProbe || cp.rustFrontend != ""
 }
 
 // id is report.Process.ID for a non-worker: "<host>/<command>/<role>-<index>".
@@ -177,7 +194,13 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 	}
 	// No EngineID: the front end builds no KV connector (report.Process.EngineID).
 	p := cp.newPlan(cp.identity(id, parent, report.RoleAPIServer, pc))
-	if apiCount > 1 && !(pc.LocalEnginesOnly() || pc.DataParallelRank == 0) {
+	if apiCount > 1 && cp.env.runtimeLoRAUpdating {
+		// run_multi_api_server, once the config is built: the runtime LoRA endpoints would change
+		// one API server's adapters only.
+		p.Crash = &Crash{Stage: StageConfig, Error: "ValueError: VLLM_ALLOW_RUNTIME_LORA_UPDATING cannot be used with api_server_count > 1"}
+		return p
+	}
+	if (apiCount > 1 || cp.rustFrontend != "") && !(pc.LocalEnginesOnly() || pc.DataParallelRank == 0) {
 		// run_multi_api_server: assert parallel_config.local_engines_only or dp_rank == 0
 		p.Crash = &Crash{Stage: StageConfig, Error: bareAssertion.Error()}
 		return p
@@ -185,9 +208,9 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 	if pc.DataParallelBackend == "ray" {
 		return cp.rayFrontEnd(p, pc)
 	}
-	if cp.opts.Profile.ZMQPortAlloc == ZMQPortAllocProbe && engineIOOverTCP(pc) && cp.env.vllmPortErr != nil {
-		// Before PR #42585 get_engine_zmq_addresses probes its TCP ports with get_open_port,
-		// which reads envs.VLLM_PORT.
+	if cp.preallocatesEngineIO() && engineIOOverTCP(pc) && cp.env.vllmPortErr != nil {
+		// get_engine_zmq_addresses probes its TCP ports with get_open_port, which reads
+		// envs.VLLM_PORT.
 		p.Crash = &Crash{Stage: StageConfig, Error: crashText(cp.env.vllmPortErr)}
 		return p
 	}

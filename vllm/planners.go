@@ -37,6 +37,9 @@ type PlannerSource struct {
 	// Digest is a SHA-256 over the vLLM modules the probe imported, so two runs over the same
 	// code can be told apart from two over different code even without a commit.
 	Digest string `json:"digest,omitempty"`
+	// Install is what the vllm planner's installation holds that its launch code reads (the
+	// model plans for it in widetp conform); the zero value for the model.
+	Install Install `json:"install,omitzero"`
 }
 
 // ModelPlanner is the Go model: PlanDeployment over every node, under the deployment's profile.
@@ -56,7 +59,7 @@ func (ModelPlanner) PlanDeployment(ctx context.Context, d Deployment) ([]*NodePl
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("predict %s: %w", d.Name, err)
 	}
-	plans, err := PlanDeployment(d.Nodes, Options{Model: d.Model, Profile: d.Profile, Seed: d.Seed})
+	plans, err := PlanDeployment(d.Nodes, Options{Model: d.Model, Profile: d.Profile, Seed: d.Seed, Install: d.Install})
 	if err != nil {
 		return nil, fmt.Errorf("predict %s: %w", d.Name, err)
 	}

@@ -20,6 +20,8 @@ type Deployment struct {
 	Profile Profile
 	Seed    string
 	Nodes   []Node
+	// Install is the vLLM installation the deployment runs (the zero value: vLLM's images').
+	Install Install
 }
 
 // Values the paper execution prints where a real run would wait and give up. They mirror what

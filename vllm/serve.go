@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"path"
 	"regexp"
 	"strings"
 	"sync"
@@ -27,11 +28,16 @@ const (
 type serveDecision struct {
 	mode           launchMode
 	apiServerCount int
+	// rustFrontend is the Rust front end's binary (envs.VLLM_RUST_FRONTEND_PATH) when
+	// VLLM_USE_RUST_FRONTEND is set: run_multi_api_server then starts it instead of Python API
+	// servers. "" without it (as vLLM treats an empty path).
+	rustFrontend string
 }
 
 // decideServe is ServeSubcommand.validate (cli_args.validate_parsed_serve_args) then the part of
-// ServeSubcommand.cmd that chooses a launch path, in vLLM's order.
-func decideServe(a *ServeArgs) (serveDecision, error) {
+// ServeSubcommand.cmd that chooses a launch path, in vLLM's order. env is the command's
+// environment, inst the installation it runs (the Rust front end's binary).
+func decideServe(a *ServeArgs, env map[string]string, inst Install) (serveDecision, error) {
 	if a.Entrypoint == EntrypointServe {
 		if err := servedModelNameFirst(a.Argv); err != nil {
 			return serveDecision{}, err
@@ -49,6 +55,10 @@ func decideServe(a *ServeArgs) (serveDecision, error) {
 		// ServeSubcommand.cmd's first branch: serve_grpc, whatever --headless,
 		// --api-server-count or the load-balancing flags say.
 		return serveDecision{mode: launchGRPC, apiServerCount: 1}, nil
+	}
+	rust, err := rustFrontendPath(env, inst)
+	if err != nil {
+		return serveDecision{}, err
 	}
 	apiCount := copyInt(a.APIServerCount)
 	if a.Headless {
@@ -76,7 +86,8 @@ func decideServe(a *ServeArgs) (serveDecision, error) {
 	}
 	if apiCount == nil {
 		switch {
-		case isMultiPort || isExternal:
+		case isMultiPort || isExternal || rust != "":
+			// The Rust front end is one multithreaded process.
 			apiCount = intPtr(1)
 		case isHybrid:
 			n := 1
@@ -87,12 +98,15 @@ func decideServe(a *ServeArgs) (serveDecision, error) {
 		default:
 			apiCount = intPtr(a.DataParallelSize)
 		}
+	} else if rust != "" && *apiCount > 1 {
+		// "Ignoring --api-server-count=N when using rust front-end process"
+		apiCount = intPtr(1)
 	}
 	if a.boolFlag("--enable-elastic-ep") && *apiCount > 1 {
 		// "Elastic EP only supports running with with at most one API server."
 		apiCount = intPtr(1)
 	}
-	d := serveDecision{apiServerCount: *apiCount}
+	d := serveDecision{apiServerCount: *apiCount, rustFrontend: rust}
 	switch {
 	case isMultiPort:
 		d.mode = launchSupervisor
@@ -237,4 +251,39 @@ func (a *ServeArgs) hasOther(flag string) bool {
 		}
 	}
 	return false
+}
+
+// rustFrontendPath is what ServeSubcommand.cmd reads after its gRPC branch:
+// envs.VLLM_RUST_FRONTEND_PATH if envs.VLLM_USE_RUST_FRONTEND else None (vllm/envs.py
+// _resolve_rust_cli_path). VLLM_USE_RUST_FRONTEND is int() of its value ("0" when unset), so
+// "true" raises ValueError; VLLM_RUST_FRONTEND_PATH "auto" (its default), "1" or "true" name the
+// vllm-rs binary beside envs.py, and raise FileNotFoundError when the installation has none; any
+// other value is the path as given, which vLLM does not check until it starts it. "" is no
+// Rust front end.
+func rustFrontendPath(env map[string]string, inst Install) (string, error) {
+	v, ok := env["VLLM_USE_RUST_FRONTEND"]
+	if !ok {
+		return "", nil
+	}
+	n, err := pyInt(v)
+	if err != nil {
+		return "", valueError("invalid literal for int() with base 10: %s", pyRepr(v))
+	}
+	if n == 0 {
+		return "", nil
+	}
+	raw, ok := env["VLLM_RUST_FRONTEND_PATH"]
+	if !ok {
+		raw = "auto"
+	}
+	switch strings.ToLower(raw) {
+	case "auto", "1", "true":
+		bin := path.Join(inst.packageDir(), "vllm-rs")
+		if inst.NoRustFrontend {
+			return "", &PyError{Type: "FileNotFoundError", Msg: "VLLM_RUST_FRONTEND_PATH=auto but the vllm-rs binary was not found at " +
+				bin + ". Build with setuptools-rust or set the path explicitly."}
+		}
+		return bin, nil
+	}
+	return raw, nil
 }

@@ -19,10 +19,11 @@ const (
 	formDefaultRPCPort = "default DP RPC port"           // DP over nodes, no --data-parallel-rpc-port
 	formRespelled      = "respelled flags"               // an alias, underscores, = or an abbreviation
 	formGRPC           = "gRPC front ends"               // --grpc: serve_grpc instead of run_server
+	formRustFrontend   = "Rust front end"                // VLLM_USE_RUST_FRONTEND=1: run_multi_api_server starts vllm-rs
 )
 
 // launchForms are the forms in the order LaunchForms lists them.
-var launchForms = []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled, formGRPC}
+var launchForms = []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled, formGRPC, formRustFrontend}
 
 // canonical are the spellings the generator writes before respelling.
 var canonical = map[string]bool{"-tp": true, "-pp": true, "-dp": true, "--data-parallel-rank": true,
@@ -38,6 +39,9 @@ func LaunchForms(tb testing.TB, d vllm.Deployment) []string {
 	tb.Helper()
 	seen := map[string]bool{}
 	for _, n := range d.Nodes {
+		if n.Env["VLLM_USE_RUST_FRONTEND"] == "1" {
+			seen[formRustFrontend] = true
+		}
 		for _, line := range n.Commands {
 			a, err := vllm.ParseServe(line)
 			if err != nil {

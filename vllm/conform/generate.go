@@ -106,6 +106,7 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 		g.respell = g.r.IntN(4) == 0
 		g.defaultRPCPort = g.r.IntN(4) == 0
 		path.gen(g)
+		g.maybeRustFrontend()
 		out = append(out, g.d)
 	}
 	return out
@@ -300,6 +301,8 @@ var nodeEnvs = []map[string]string{
 	{"VLLM_HOST_IP": "10.1.2.3"},
 	{"MOONCAKE_REQUESTER_LOCAL_HOSTNAME": "rdma-host"},
 	{"TMPDIR": "/var/tmp/"},
+	// run_multi_api_server refuses it with more than one API server.
+	{"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true"},
 }
 
 func (g *gen) node(host string, lines ...string) {
@@ -375,6 +378,24 @@ func (g *gen) maybeGRPC() {
 	for i := range g.d.Nodes {
 		for j := range g.d.Nodes[i].Commands {
 			g.d.Nodes[i].Commands[j] += " --grpc"
+		}
+	}
+}
+
+// maybeRustFrontend gives every node the Rust front end, one deployment in six
+// (VLLM_USE_RUST_FRONTEND=1: ServeSubcommand.cmd after its gRPC branch, run_multi_api_server),
+// with the binary named or left to vLLM's "auto" (vllm-rs beside envs.py, which a source tree
+// lacks: FileNotFoundError). Drawn after the launch path, so that the rest of the deployment is
+// the one the seed gave before.
+func (g *gen) maybeRustFrontend() {
+	if g.r.IntN(6) != 0 {
+		return
+	}
+	named := g.r.IntN(3) != 0
+	for i := range g.d.Nodes {
+		g.d.Nodes[i].Env["VLLM_USE_RUST_FRONTEND"] = "1"
+		if named {
+			g.d.Nodes[i].Env["VLLM_RUST_FRONTEND_PATH"] = "/opt/vllm-rs/bin/vllm-rs"
 		}
 	}
 }

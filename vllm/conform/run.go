@@ -35,6 +35,9 @@ func Deployment(ctx context.Context, d vllm.Deployment, vllmPlanner vllm.Planner
 	if err != nil {
 		return nil, err
 	}
+	// The model plans for the installation vLLM's code ran from (where envs.py looks for the
+	// Rust front end's binary, and whether it is there).
+	d.Install = vllmPlanner.Source().Install
 	want, err := vllm.ModelPlanner{}.PlanDeployment(ctx, d)
 	if err != nil {
 		return nil, err

@@ -277,10 +277,11 @@ type ParseResult struct {
 }
 
 type sourceInfo struct {
-	Version string `json:"version"`
-	Commit  string `json:"commit"`
-	Path    string `json:"path"`
-	Digest  string `json:"launch_code_sha256"`
+	Version string       `json:"version"`
+	Commit  string       `json:"commit"`
+	Path    string       `json:"path"`
+	Digest  string       `json:"launch_code_sha256"`
+	Install vllm.Install `json:"install"`
 }
 
 func (p *Planner) start(ctx context.Context, dir string) error {
@@ -321,7 +322,7 @@ func (p *Planner) start(ctx context.Context, dir string) error {
 		return fmt.Errorf("%w: the probe answered hello without its source", ErrUnavailable)
 	}
 	p.source = vllm.PlannerSource{Name: "vllm", Version: resp.Source.Version, Commit: resp.Source.Commit,
-		Path: resp.Source.Path, Digest: resp.Source.Digest}
+		Path: resp.Source.Path, Digest: resp.Source.Digest, Install: resp.Source.Install}
 	return nil
 }
 

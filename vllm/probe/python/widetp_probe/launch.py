@@ -673,6 +673,60 @@ def _follow_grpc():
     gs.serve_grpc = serve_grpc
 
 
+class _RustFrontendStandIn:
+    """subprocess.Popen for the Rust front end (vllm-rs frontend ...): a process that is up and
+    serving, as the binary vLLM's installation ships would be; the probe never executes it."""
+
+    # No pid: vLLM's shutdown kills the tree of a pid still alive, and pid 0 is the caller's
+    # process group.
+    pid = None
+    returncode = None
+
+    def __init__(self, cmd, **kw):
+        import threading
+        self.args = cmd
+        self._done = threading.Event()
+        if CURRENT is not None:
+            CURRENT.extra["rust_frontend"] = list(cmd[:2])
+
+    def poll(self):
+        return self.returncode
+
+    def wait(self, timeout=None):
+        self._done.wait(timeout)
+        return self.returncode
+
+    def terminate(self):
+        self.returncode = -signal.SIGTERM
+        self._done.set()
+
+    kill = terminate
+
+
+def _stand_in_rust_frontend():
+    """RustFrontendProcessManager starts the vllm-rs binary with subprocess.Popen (its module
+    imports subprocess inside __init__): Popen is stood in while it runs, whether or not a binary
+    exists at the path (the model assumes the path names one)."""
+    try:
+        import vllm.v1.utils as vu
+    except ImportError:
+        return
+    if not hasattr(vu, "RustFrontendProcessManager"):
+        return  # a vLLM from before the Rust front end
+    import subprocess
+    real_init = _original(vu.RustFrontendProcessManager, "__init__")
+
+    def init(self, *a, **k):
+        real_popen = subprocess.Popen
+        subprocess.Popen = _RustFrontendStandIn
+        try:
+            return real_init(self, *a, **k)
+        finally:
+            subprocess.Popen = real_popen
+
+    vu.RustFrontendProcessManager.__init__ = init
+
+
 def _retag(role):
     CURRENT.role = role
     CURRENT.id = f"{CURRENT.host}/{CURRENT.cmd}/{role}-0"
@@ -851,7 +905,18 @@ def patch_vllm(model):
     def engine_zmq_addresses(*a, **k):
         addrs = real_zmq_addresses(*a, **k)
         for key, eps in (("input", addrs.inputs), ("output", addrs.outputs)):
-            for ep in eps:
+            for i, ep in enumerate(eps):
+                if ep.startswith("tcp://") and conventions.is_local_address(ep):
+                    # defer_api_server_ports=False (the Rust front end): get_open_port probed the
+                    # port (conventions.open_port), which the consumer binds later.
+                    k_i = key + (str(i) if i else "")
+                    address("engine-io", "probe", _probe_endpoint("0.0.0.0"),
+                            "vllm/v1/engine/utils.py get_engine_zmq_addresses (get_open_port())", "config",
+                            key=k_i, exercised=True, alloc=_alloc("get_open_port"))
+                    host = conventions.strip_scheme(ep).rsplit(":", 1)[0].strip("[]")
+                    address("engine-io", "bind", "tcp://" + _host_port(host, 0) + "{probed}",
+                            "the consumer binds the probed port", "engine-init", key=k_i, exercised=True, flavor="zmq")
+                    continue
                 address("engine-io", "bind", ep,
                         "vllm/v1/engine/utils.py get_engine_zmq_addresses (port 0: bound at once, read back with "
                         "LAST_ENDPOINT)", "engine-init", key=key)
@@ -859,6 +924,7 @@ def patch_vllm(model):
 
     eu.get_engine_zmq_addresses = engine_zmq_addresses
     ccl.get_engine_zmq_addresses = engine_zmq_addresses
+    _stand_in_rust_frontend()
 
     def monitor(self):
         raise Stop()

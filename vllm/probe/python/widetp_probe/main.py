@@ -72,7 +72,13 @@ def source_info():
         h.update(os.path.relpath(f, root).encode())
         with open(f, "rb") as fh:
             h.update(fh.read())
-    return {"name": "vllm", "version": version, "commit": commit, "path": os.path.dirname(root),
+    # What the launch code reads of its own installation (vllm/envs.py _resolve_rust_cli_path):
+    # the package directory and whether the Rust front end's binary is there.
+    rust = os.path.join(root, "vllm-rs")
+    install = {"package_dir": root}
+    if not (os.path.isfile(rust) and os.access(rust, os.X_OK)):
+        install["no_rust_frontend"] = True
+    return {"name": "vllm", "version": version, "commit": commit, "path": os.path.dirname(root), "install": install,
             "launch_code_sha256": h.hexdigest(), "files": len(files),
             "python": sys.version.split()[0]}
 
