@@ -121,6 +121,9 @@ type planned struct {
 	// simnode runs itself.
 	plans     []*vllm.NodePlan
 	predicted []report.Process
+	// install is the installation vLLM's plans were made from, which the model plans for when
+	// it is compared with them (as widetp conform does).
+	install vllm.Install
 }
 
 // plan loads the shipped scenario called name for pl. The model runs it under profile; vLLM's own
@@ -147,7 +150,7 @@ func planFile(ctx context.Context, pl e2ePlanner, path, profile string) planned 
 	Expect(err).NotTo(HaveOccurred(), "plan %s with vLLM (%s)", name, p.Source().Path)
 	predicted, err := vllm.PredictPlans(s.Deployment(), plans)
 	Expect(err).NotTo(HaveOccurred())
-	return planned{s: s, planner: pl, plans: plans, predicted: predicted}
+	return planned{s: s, planner: pl, plans: plans, predicted: predicted, install: p.Source().Install}
 }
 
 // run runs the planned scenario on the runtime called rt: with vLLM's plans, every node runs
@@ -173,7 +176,9 @@ func expectAsPlanned(p planned, rep report.Report) {
 	if p.plans == nil {
 		return
 	}
-	model, err := vllm.Predict(p.s.Deployment())
+	d := p.s.Deployment()
+	d.Install = p.install
+	model, err := vllm.Predict(d)
 	Expect(err).NotTo(HaveOccurred())
 	Expect(report.KindSet(check.Run(model))).To(Equal(kinds), "the model under %s predicts what vLLM's plans show", p.s.Profile)
 	// The addresses the probe derives with vLLM's code; the connectors' side channels it does not
