@@ -720,9 +720,7 @@ func (p *proc) finish(end ending, sigs <-chan os.Signal) int {
 	if end.kind == endTeardown {
 		p.fam.signal(syscall.SIGTERM)
 	} else {
-		for _, c := range p.fam.live() {
-			c.send(controlMsg{Op: opShutdown})
-		}
+		p.shutdownChildren(sigs)
 	}
 	p.waitChildren(sigs, &end)
 
@@ -921,13 +919,73 @@ func eachPlan(plan *vllm.ProcessPlan, fn func(*vllm.ProcessPlan)) {
 // that outlive the bound are killed. A second signal during the wait turns a failure teardown into
 // the harness's teardown.
 func (p *proc) waitChildren(sigs <-chan os.Signal, end *ending) {
+	p.waitFor(sigs, p.fam.live)
+	for {
+		select {
+		case <-p.fam.events:
+		default:
+			return
+		}
+	}
+}
+
+// shutdownChildren tells every live child to shut down: first those that serve no rendezvous
+// (every rank but 0), and once they have exited the rank-0 members, which hold the barriers
+// the others joined (a worker of rank 0 holds its replica's torch store). Told together, a
+// member could read its server's close before its own shutdown and report the lost rendezvous
+// as its crash: the order vLLM's signals race in is not what a shutdown of the whole tree
+// decides, so the simulation takes the one that leaves no member behind its server.
+func (p *proc) shutdownChildren(sigs <-chan os.Signal) {
+	var members, servers []*child
+	for _, c := range p.fam.live() {
+		if servesRendezvous(c.plan) {
+			servers = append(servers, c)
+		} else {
+			members = append(members, c)
+		}
+	}
+	for _, c := range members {
+		c.send(controlMsg{Op: opShutdown})
+	}
+	if len(servers) == 0 {
+		return
+	}
+	if len(members) > 0 {
+		p.waitFor(sigs, func() []*child {
+			var left []*child
+			for _, c := range p.fam.live() {
+				if !servesRendezvous(c.plan) {
+					left = append(left, c)
+				}
+			}
+			return left
+		})
+	}
+	for _, c := range servers {
+		c.send(controlMsg{Op: opShutdown})
+	}
+}
+
+// servesRendezvous: the process is rank 0 of one of its barriers, the member that listens.
+func servesRendezvous(plan *vllm.ProcessPlan) bool {
+	for _, r := range plan.Rendezvous {
+		if r.Rank == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// waitFor waits until pending() names no child, or kills them all when they outlast the bound;
+// a signal meanwhile (the harness's teardown) sends SIGTERM to every child.
+func (p *proc) waitFor(sigs <-chan os.Signal, pending func() []*child) {
 	_, _, st := p.timeouts()
 	// A child's own shutdown posts its exit and waits for its children in turn (three levels at
 	// most), each bounded by the store timeout.
 	bound := time.NewTimer(6*st + drainBound)
 	defer bound.Stop()
 	killed := false
-	for len(p.fam.live()) > 0 {
+	for len(pending()) > 0 {
 		select {
 		case <-p.fam.events:
 		case <-p.fam.changed:
@@ -945,13 +1003,6 @@ func (p *proc) waitChildren(sigs <-chan os.Signal, end *ending) {
 			p.fam.signal(syscall.SIGKILL)
 			killed = true
 			bound.Reset(drainBound)
-		}
-	}
-	for {
-		select {
-		case <-p.fam.events:
-		default:
-			return
 		}
 	}
 }
