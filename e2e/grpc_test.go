@@ -41,13 +41,13 @@ var _ = Describe("gRPC front ends", Label("grpc"), func() {
 			}
 		}, SpecTimeout(runBound+vllmBound))
 
-		It("set SO_REUSEPORT: two on one port both serve, --headless and --api-server-count ignored ("+pl.name+" planner)", Label(pl.label), func(ctx SpecContext) {
+		It("set SO_REUSEPORT: three on one port all serve, --headless and --api-server-count ignored, the module's entrypoint on its default port ("+pl.name+" planner)", Label(pl.label), func(ctx SpecContext) {
 			p := planFile(ctx, pl, filepath.Join(dir, "grpc-reuseport.yaml"), "main")
 			r := p.run(ctx, primaryRuntime())
 			Expect(r.report).To(matchers.HaveViolationKinds())
 			expectAsPlanned(p, r.report)
 			procs := byID(r.report)
-			for _, id := range []string{"h/0/api-server-0", "h/1/api-server-0"} {
+			for _, id := range []string{"h/0/api-server-0", "h/1/api-server-0", "h/2/api-server-0"} {
 				Expect(procs).To(HaveKey(id))
 				var bound []string
 				for _, a := range procs[id].Addresses {

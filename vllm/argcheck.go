@@ -20,6 +20,8 @@ const (
 	progServe     = "vllm serve"
 	progTop       = "vllm"
 	progAPIServer = "api_server.py"
+	// progGRPCServer: python -m vllm.entrypoints.grpc_server.
+	progGRPCServer = "grpc_server.py"
 )
 
 // HelpExit is a line that asks for the help (-h/--help): argparse prints it and exits with

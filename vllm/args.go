@@ -19,10 +19,11 @@ type ServeArgs struct {
 	// split them.
 	Argv []string `json:"argv"`
 	// Entrypoint is the program the line runs: EntrypointServe (`vllm serve`, or `python -m
-	// vllm.entrypoints.cli.main serve`) or EntrypointAPIServer (`python -m
+	// vllm.entrypoints.cli.main serve`), EntrypointAPIServer (`python -m
 	// vllm.entrypoints.openai.api_server`, the launch form of older docs and of Mooncake's vLLM
-	// integration guides). Both parse the same flags (cli_args.make_arg_parser); they differ in
-	// what runs (serve.go).
+	// integration guides) or EntrypointGRPCServer (`python -m vllm.entrypoints.grpc_server`). The
+	// first two parse the same flags (cli_args.make_arg_parser); the gRPC server's parser has its
+	// own (--host, --port and the engine's options). They differ in what runs (serve.go).
 	Entrypoint string `json:"entrypoint"`
 
 	// Model is the positional model tag, or --model when no positional was given
@@ -93,6 +94,10 @@ const (
 	// --api-server-count are parsed but start nothing different: one API server that launches the
 	// engines itself.
 	EntrypointAPIServer = "api_server"
+	// EntrypointGRPCServer is vllm/entrypoints/grpc_server.py main(): its own parser (--host,
+	// --port, then AsyncEngineArgs' options: no frontend option and no positional model), then
+	// serve_grpc, without validate_parsed_serve_args.
+	EntrypointGRPCServer = "grpc_server"
 )
 
 // Option is one flag that does not affect identity. Value is nil for flags that take none.
@@ -109,6 +114,7 @@ const (
 	defaultDataParallelRPCPort = 29550       // ParallelConfig.data_parallel_rpc_port
 	defaultDPMasterIP          = "127.0.0.1" // ParallelConfig.data_parallel_master_ip
 	defaultAPIPort             = 8000        // FrontendArgs.port
+	defaultGRPCServerPort      = 50051       // grpc_server.py main()'s --port
 	defaultSupervisorPort      = 9256        // FrontendArgs.data_parallel_supervisor_port
 )
 

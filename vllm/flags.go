@@ -137,14 +137,42 @@ func kindOf(o *ServeOption) flagKind {
 }
 
 // serveFlags is the catalog: vLLM's options (serveOptions, generated) with their kinds.
-var serveFlags = sync.OnceValue(func() []flagSpec {
-	out := make([]flagSpec, len(serveOptions))
-	for i := range serveOptions {
-		o := &serveOptions[i]
+var serveFlags = sync.OnceValue(func() []flagSpec { return specsOf(serveOptions) })
+
+// grpcServerFlags are the options of `python -m vllm.entrypoints.grpc_server`'s own parser
+// (grpcServerOptions, generated): --host and --port, then AsyncEngineArgs' options.
+var grpcServerFlags = sync.OnceValue(func() []flagSpec { return specsOf(grpcServerOptions) })
+
+func specsOf(opts []ServeOption) []flagSpec {
+	out := make([]flagSpec, len(opts))
+	for i := range opts {
+		o := &opts[i]
 		out[i] = flagSpec{names: o.Names, kind: kindOf(o), opt: o}
 	}
 	return out
-})
+}
+
+// entrypointOptions is the option list of a parser that shares most options with `vllm serve`'s:
+// the options named (by first spelling) in its order, each its own entry when own has one, else
+// serve's.
+func entrypointOptions(names []string, own []ServeOption) []ServeOption {
+	byName := map[string]ServeOption{}
+	for _, o := range serveOptions {
+		byName[o.Names[0]] = o
+	}
+	for _, o := range own {
+		byName[o.Names[0]] = o
+	}
+	out := make([]ServeOption, 0, len(names))
+	for _, n := range names {
+		o, ok := byName[n]
+		if !ok {
+			panic("flags_vllm.go names an option it does not describe: " + n)
+		}
+		out = append(out, o)
+	}
+	return out
+}
 
 // flagRef is one spelling of an option (long, short, or `--no-x` of a BooleanOptionalAction);
 // negated reports the `--no-` spelling.
@@ -161,8 +189,20 @@ type flagTable struct {
 	index map[string]flagRef
 }
 
-var flagIndex = sync.OnceValue(func() flagTable {
-	flags := serveFlags()
+var (
+	serveIndex      = sync.OnceValue(func() flagTable { return indexOf(serveFlags()) })
+	grpcServerIndex = sync.OnceValue(func() flagTable { return indexOf(grpcServerFlags()) })
+)
+
+// flagIndexOf is the spelling table of an entrypoint's parser (ServeArgs.Entrypoint).
+func flagIndexOf(entrypoint string) flagTable {
+	if entrypoint == EntrypointGRPCServer {
+		return grpcServerIndex()
+	}
+	return serveIndex()
+}
+
+func indexOf(flags []flagSpec) flagTable {
 	t := flagTable{index: make(map[string]flagRef, 2*len(flags))}
 	add := func(name string, ref flagRef) {
 		if _, dup := t.index[name]; !dup {
@@ -177,7 +217,7 @@ var flagIndex = sync.OnceValue(func() flagTable {
 		}
 	}
 	return t
-})
+}
 
 // FlagInfo describes one known `vllm serve` flag for documentation (`widetp explain --help`,
 // the README) and for the conformance generator's respellings.
@@ -208,9 +248,20 @@ func KnownFlags() []FlagInfo {
 
 // ServeOptions returns the catalog as vLLM describes it (a copy), for comparing it with a vLLM
 // checkout's parser.
-func ServeOptions() []ServeOption {
-	out := make([]ServeOption, len(serveOptions))
-	for i, o := range serveOptions {
+func ServeOptions() []ServeOption { return copyOptions(serveOptions) }
+
+// EntrypointOptions is the catalog of an entrypoint's parser (ServeArgs.Entrypoint): the
+// `vllm serve` options for EntrypointServe, grpc_server's own for EntrypointGRPCServer.
+func EntrypointOptions(entrypoint string) []ServeOption {
+	if entrypoint == EntrypointGRPCServer {
+		return copyOptions(grpcServerOptions)
+	}
+	return ServeOptions()
+}
+
+func copyOptions(opts []ServeOption) []ServeOption {
+	out := make([]ServeOption, len(opts))
+	for i, o := range opts {
 		o.Names = append([]string(nil), o.Names...)
 		o.Choices = append([]string(nil), o.Choices...)
 		if len(o.Choices) == 0 {

@@ -32,6 +32,17 @@ func TestGRPCLaunchPath(t *testing.T) {
 			nil, []string{"h/0/engine-core-0"}, "", "ValueError: Error: --data-parallel-multi-port-external-lb does not support --grpc"},
 		{"a config error binds nothing", "vllm serve org/M --grpc -dp 2 --data-parallel-rank 5", "h/0/api-server-0",
 			nil, []string{"h/0/engine-core-0"}, "", "data_parallel_rank (5) must be in the range [0, 2)"},
+		// python -m vllm.entrypoints.grpc_server: main() parses --host, --port (50051) and the
+		// engine's options, then runs serve_grpc without validate_parsed_serve_args or
+		// ServeSubcommand.cmd (no load-balancing mode check, no supervisor).
+		{"the module's default port", "python -m vllm.entrypoints.grpc_server --model org/M -tp 2", "h/0/api-server-0",
+			[]string{"h/0/engine-core-0/worker-1"}, nil, "serving tcp://0.0.0.0:50051 grpc true", ""},
+		{"the module's --host and --port", "python3 -m vllm.entrypoints.grpc_server --model org/M --host :: --port 7000", "h/0/api-server-0",
+			nil, nil, "serving tcp://[::]:7000 grpc true", ""},
+		{"the module takes the supervisor flag as an engine option", "python -m vllm.entrypoints.grpc_server --model org/M -dp 2 --data-parallel-multi-port-external-lb", "h/0/api-server-0",
+			[]string{"h/0/engine-core-1"}, []string{"h/0/dp-supervisor-0"}, "serving tcp://0.0.0.0:50051 grpc true", ""},
+		{"the module checks no load-balancing mode", "python -m vllm.entrypoints.grpc_server --model org/M -dp 2 --data-parallel-rank 0 --data-parallel-hybrid-lb", "h/0/api-server-0",
+			[]string{"h/0/engine-core-0"}, nil, "serving tcp://0.0.0.0:50051 grpc true", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			plans := planned(t, true, "main", node("h", tt.line))
@@ -90,5 +101,30 @@ func TestGRPCBindRefusedOnPaper(t *testing.T) {
 	}
 	if h := get(t, procs, "h/0/api-server-0"); h.Exit != nil {
 		t.Errorf("the HTTP front end: %s, want it serving", exitText(h))
+	}
+}
+
+// `python -m vllm.entrypoints.grpc_server`'s parser (built in its main()) has --host (a plain
+// string), --port (50051) and the engine's options only: a frontend option or a positional model
+// is a leftover its parser refuses, under its own program name (vLLM's parser agrees on every
+// option: TestParseServeAgreesWithVLLMsParser).
+func TestGRPCServerEntrypointParser(t *testing.T) {
+	for _, tt := range []struct{ line, err string }{
+		{"python -m vllm.entrypoints.grpc_server --model org/M --headless", "grpc_server.py: error: unrecognized arguments: --headless"},
+		{"python -m vllm.entrypoints.grpc_server org/M", "grpc_server.py: error: unrecognized arguments: org/M"},
+		{"python -m vllm.entrypoints.grpc_server --model org/M --api-server-count 2", "grpc_server.py: error: unrecognized arguments: --api-server-count 2"},
+		{"python -m vllm.entrypoints.grpc_server --model org/M --port x", "grpc_server.py: error: argument --port: invalid int value: 'x'"},
+		{"python -m vllm.entrypoints.grpc_server --model org/M -- -tp 2", "grpc_server.py: error: unrecognized arguments: -- -tp 2"},
+	} {
+		if _, err := ParseServe(tt.line); err == nil || err.Error() != tt.err {
+			t.Errorf("%s: %v, want %q", tt.line, err, tt.err)
+		}
+	}
+	a, err := ParseServe("python -m vllm.entrypoints.grpc_server --model org/M --host None -tp 2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Entrypoint != EntrypointGRPCServer || a.Port != 50051 || a.lastOther("--host") != "None" || a.Model != "org/M" {
+		t.Errorf("entrypoint %q, port %d, host %q, model %q; want grpc_server, 50051, the string None, org/M", a.Entrypoint, a.Port, a.lastOther("--host"), a.Model)
 	}
 }

@@ -11,9 +11,9 @@ import (
 // this way is the shell's work (ParseServe's first half), not vLLM's, so every planner shares it;
 // a planner that runs vLLM's own parser gives it Args.
 type LaunchLine struct {
-	// Entrypoint is EntrypointServe or EntrypointAPIServer.
+	// Entrypoint is EntrypointServe, EntrypointAPIServer or EntrypointGRPCServer.
 	Entrypoint string `json:"entrypoint"`
-	// Args are the words after `vllm serve` (or `python -m ...api_server`), unparsed.
+	// Args are the words after `vllm serve` (or `python -m <module>`), unparsed.
 	Args []string `json:"args"`
 	// Env are the line's own NAME=value assignments (export, env, leading assignments).
 	Env map[string]string `json:"env,omitempty"`

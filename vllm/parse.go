@@ -32,7 +32,8 @@ var envAssignment = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCom
 // judge it on some three thousand lines.
 //
 // The program is `vllm serve`, `python -m vllm.entrypoints.cli.main serve` (the same
-// subcommand) or `python -m vllm.entrypoints.openai.api_server` (ServeArgs.Entrypoint). For the
+// subcommand), `python -m vllm.entrypoints.openai.api_server` or `python -m
+// vllm.entrypoints.grpc_server` (its own parser: grpcServerOptions) (ServeArgs.Entrypoint). For the
 // serve subcommand FlexibleArgumentParser.parse_args first moves the first `--model X` to the
 // positional slot, so a line that also names a positional model is refused, as vLLM refuses it.
 //
@@ -69,16 +70,19 @@ func ParseServe(cmdline string) (*ServeArgs, error) {
 			return nil, err
 		}
 	}
+	if entry == EntrypointGRPCServer {
+		a.Port = defaultGRPCServerPort
+	}
 	p := &argParser{args: a, words: rest}
 	if err := p.run(); err != nil {
-		if entry == EntrypointAPIServer {
+		if prog := entrypointProgs[entry]; prog != "" {
 			// The entrypoint's one parser refuses both arguments and leftovers.
 			var ae *ArgError
 			var he *HelpExit
 			if errors.As(err, &ae) {
-				ae.Prog = progAPIServer
+				ae.Prog = prog
 			} else if errors.As(err, &he) {
-				he.Prog = progAPIServer
+				he.Prog = prog
 			}
 		}
 		return nil, err
@@ -218,9 +222,14 @@ var pythonProgram = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCom
 // Modules a `python -m` line may run (vllm/entrypoints/cli/main.py and
 // vllm/entrypoints/openai/api_server.py).
 const (
-	cliMainModule   = "vllm.entrypoints.cli.main"
-	apiServerModule = "vllm.entrypoints.openai.api_server"
+	cliMainModule    = "vllm.entrypoints.cli.main"
+	apiServerModule  = "vllm.entrypoints.openai.api_server"
+	grpcServerModule = "vllm.entrypoints.grpc_server"
 )
+
+// entrypointProgs are the program names of the python -m entrypoints' parsers (argparse's prog:
+// the module file's name).
+var entrypointProgs = map[string]string{EntrypointAPIServer: progAPIServer, EntrypointGRPCServer: progGRPCServer}
 
 // entrypoint recognises the program at words[i] and returns the index of its first argument.
 func entrypoint(words []string, i int) (int, string, error) {
@@ -240,15 +249,17 @@ func entrypoint(words []string, i int) (int, string, error) {
 		return subcommand(i + 1)
 	case pythonProgram().MatchString(base):
 		if i+2 >= len(words) || words[i+1] != "-m" {
-			return 0, "", &ArgError{Value: prog, Reason: fmt.Sprintf("%s without `-m %s` or `-m %s serve`: not a vLLM server launch", prog, apiServerModule, cliMainModule)}
+			return 0, "", &ArgError{Value: prog, Reason: fmt.Sprintf("%s without `-m %s`, `-m %s` or `-m %s serve`: not a vLLM server launch", prog, apiServerModule, grpcServerModule, cliMainModule)}
 		}
 		switch mod := words[i+2]; mod {
 		case apiServerModule:
 			return i + 3, EntrypointAPIServer, nil
+		case grpcServerModule:
+			return i + 3, EntrypointGRPCServer, nil
 		case cliMainModule:
 			return subcommand(i + 3)
 		default:
-			return 0, "", &ArgError{Value: mod, Reason: fmt.Sprintf("python module %q is not a vLLM server (expected %s, or %s serve)", mod, apiServerModule, cliMainModule)}
+			return 0, "", &ArgError{Value: mod, Reason: fmt.Sprintf("python module %q is not a vLLM server (expected %s, %s, or %s serve)", mod, apiServerModule, grpcServerModule, cliMainModule)}
 		}
 	}
 	return 0, "", &ArgError{Value: prog, Reason: fmt.Sprintf("not a vllm command: %q (expected `vllm serve ...`)", prog)}
@@ -314,7 +325,8 @@ func (p *argParser) run() error {
 			// model, or right after it (the model's nargs="?" takes it); later it is left
 			// over like the words after it.
 			onlyPositionals = true
-			if p.modelTag != nil && p.modelTagPos != p.pos-2 {
+			if p.args.Entrypoint == EntrypointGRPCServer || p.modelTag != nil && p.modelTagPos != p.pos-2 {
+				// (grpc_server's parser has no positional to consume it.)
 				p.extras = append(p.extras, w)
 			}
 			continue
@@ -373,7 +385,7 @@ func (p *argParser) run() error {
 	sort.Strings(dottedFlags)
 	for _, flag := range dottedFlags {
 		obj := p.dottedKeys[flag]
-		if ref, ok := flagIndex().index[flag]; ok {
+		if ref, ok := flagIndexOf(p.args.Entrypoint).index[flag]; ok {
 			if err := checkFields(ref.spec, obj); err != nil {
 				return err
 			}
@@ -450,7 +462,8 @@ func looksLikeOption(w string) bool {
 }
 
 func (p *argParser) positional(w string) error {
-	if p.modelTag != nil {
+	if p.modelTag != nil || p.args.Entrypoint == EntrypointGRPCServer {
+		// grpc_server's parser has no positional argument.
 		p.extras = append(p.extras, w)
 		return nil
 	}
@@ -470,7 +483,7 @@ func (p *argParser) option(w string) error {
 		// FlexibleArgumentParser accepts underscores in long options: --tensor_parallel_size.
 		base = strings.ReplaceAll(base, "_", "-")
 	}
-	table := flagIndex()
+	table := flagIndexOf(p.args.Entrypoint)
 	ref, ok := table.index[base]
 	if !ok {
 		// argparse's allow_abbrev (FlexibleArgumentParser keeps the default): a unique prefix of
@@ -593,7 +606,7 @@ func eqSuffix(explicit string, has bool) string {
 // ".mode", not a dotted key), and a bare `-O` is `--optimization-level` only when a level 0-3
 // follows; otherwise argparse knows no `-O` option.
 func (p *argParser) optimizationLevel(w string) error {
-	spec := flagIndex().index["--optimization-level"].spec
+	spec := flagIndexOf(p.args.Entrypoint).index["--optimization-level"].spec
 	if w != "-O" {
 		level := w[2:]
 		if level[0] == '=' {

@@ -38,6 +38,11 @@ type serveDecision struct {
 // ServeSubcommand.cmd that chooses a launch path, in vLLM's order. env is the command's
 // environment, inst the installation it runs (the Rust front end's binary).
 func decideServe(a *ServeArgs, env map[string]string, inst Install) (serveDecision, error) {
+	if a.Entrypoint == EntrypointGRPCServer {
+		// vllm/entrypoints/grpc_server.py main(): its parser, then serve_grpc(args), with neither
+		// validate_parsed_serve_args nor ServeSubcommand.cmd.
+		return serveDecision{mode: launchGRPC, apiServerCount: 1}, nil
+	}
 	if a.Entrypoint == EntrypointServe {
 		if err := servedModelNameFirst(a.Argv); err != nil {
 			return serveDecision{}, err

@@ -121,7 +121,7 @@ func conformCmd(args []string, stdout, stderr io.Writer) int {
 	rep := conformReport{Profile: prof.Name, VLLM: pl.Source()}
 	// The options first: the catalog the model parses every command line with.
 	if ds, err := conform.Options(ctx, pl, &rep.Counts); err != nil {
-		rep.Errors = append(rep.Errors, conform.PlannerFailed{Scenario: "(vllm serve options)", Error: err.Error()})
+		rep.Errors = append(rep.Errors, conform.PlannerFailed{Scenario: "(parser options)", Error: err.Error()})
 	} else {
 		rep.Disagreements = append(rep.Disagreements, ds...)
 	}
@@ -156,7 +156,7 @@ func writeConform(w io.Writer, rep conformReport) {
 		commit = "unknown commit"
 	}
 	fmt.Fprintf(w, "vLLM %s (%s) from %s, launch code sha256 %.12s; model profile %s\n", src.Version, commit, src.Path, src.Digest, rep.Profile)
-	fmt.Fprintf(w, "%d serve options, %d deployments, %d processes, %d fields compared in %.1fs: %d disagreements",
+	fmt.Fprintf(w, "%d parser options, %d deployments, %d processes, %d fields compared in %.1fs: %d disagreements",
 		rep.Counts.Options, rep.Counts.Deployments, rep.Counts.Processes, rep.Counts.Fields, rep.Seconds, len(rep.Disagreements))
 	if len(rep.ByArea) > 0 {
 		var parts []string

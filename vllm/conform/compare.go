@@ -37,7 +37,7 @@ type Counts struct {
 	Deployments int `json:"deployments"`
 	Processes   int `json:"processes"`
 	Fields      int `json:"fields"`
-	// Options are the `vllm serve` options compared (Options).
+	// Options are the parser options compared (Options): `vllm serve`'s and grpc_server's.
 	Options int `json:"options"`
 }
 

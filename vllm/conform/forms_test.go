@@ -19,11 +19,12 @@ const (
 	formDefaultRPCPort = "default DP RPC port"           // DP over nodes, no --data-parallel-rpc-port
 	formRespelled      = "respelled flags"               // an alias, underscores, = or an abbreviation
 	formGRPC           = "gRPC front ends"               // --grpc: serve_grpc instead of run_server
+	formGRPCServer     = "the gRPC server's entrypoint"  // python -m vllm.entrypoints.grpc_server
 	formRustFrontend   = "Rust front end"                // VLLM_USE_RUST_FRONTEND=1: run_multi_api_server starts vllm-rs
 )
 
 // launchForms are the forms in the order LaunchForms lists them.
-var launchForms = []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled, formGRPC, formRustFrontend}
+var launchForms = []string{formWidePP, formNNodesDP, formAddressMaster, formDefaultRPCPort, formRespelled, formGRPC, formGRPCServer, formRustFrontend}
 
 // canonical are the spellings the generator writes before respelling.
 var canonical = map[string]bool{"-tp": true, "-pp": true, "-dp": true, "--data-parallel-rank": true,
@@ -68,6 +69,9 @@ func LaunchForms(tb testing.TB, d vllm.Deployment) []string {
 				if o.Flag == "--grpc" {
 					seen[formGRPC] = true
 				}
+			}
+			if a.Entrypoint == vllm.EntrypointGRPCServer {
+				seen[formGRPCServer] = true
 			}
 		}
 	}

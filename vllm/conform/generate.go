@@ -369,14 +369,24 @@ func genInternalOneNode(g *gen) {
 }
 
 // maybeGRPC serves gRPC instead of HTTP on every line of the deployment, one time in five:
-// ServeSubcommand.cmd's first branch, serve_grpc (vllm/entrypoints/grpc_server.py). Drawn last,
-// so that the rest of the deployment is the one the seed gave before.
+// ServeSubcommand.cmd's first branch, serve_grpc (vllm/entrypoints/grpc_server.py), or half of
+// those times the module's own entrypoint, `python -m vllm.entrypoints.grpc_server --model M`,
+// where its parser takes the line's flags (it has no frontend option). Drawn last, so that the
+// rest of the deployment is the one the seed gave before.
 func (g *gen) maybeGRPC() {
 	if g.r.IntN(5) != 0 {
 		return
 	}
+	module := g.r.IntN(2) == 0
 	for i := range g.d.Nodes {
-		for j := range g.d.Nodes[i].Commands {
+		for j, line := range g.d.Nodes[i].Commands {
+			if module {
+				l := strings.Replace(line, "vllm serve "+g.d.Model.Name, "python -m vllm.entrypoints.grpc_server --model "+g.d.Model.Name, 1)
+				if _, err := vllm.ParseServe(l); err == nil {
+					g.d.Nodes[i].Commands[j] = l
+					continue
+				}
+			}
 			g.d.Nodes[i].Commands[j] += " --grpc"
 		}
 	}

@@ -17,13 +17,23 @@ import (
 // (`make flags`), it must list the same options, spellings, actions, types and choices as the
 // parser vllm/entrypoints/cli/serve.py builds (cli_args.make_arg_parser over
 // arg_utils.EngineArgs.add_cli_args) in the snapshot.
+//
+// So must the catalog of `python -m vllm.entrypoints.grpc_server`'s parser, which its main()
+// builds: --host and --port, then AsyncEngineArgs.add_cli_args.
 func TestFlagCatalogIsTheSnapshots(t *testing.T) {
 	pl := planner(t)
-	got, err := pl.Flags(context.Background())
-	if err != nil {
-		t.Fatal(err)
+	for _, entry := range []string{vllm.EntrypointServe, vllm.EntrypointGRPCServer} {
+		t.Run(entry, func(t *testing.T) {
+			got, err := pl.EntrypointFlags(context.Background(), entry)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameCatalog(t, got, vllm.EntrypointOptions(entry))
+		})
 	}
-	want := vllm.ServeOptions()
+}
+
+func sameCatalog(t *testing.T, got, want []vllm.ServeOption) {
 	if reflect.DeepEqual(got, want) {
 		return
 	}
@@ -161,12 +171,33 @@ func outcome(exit *int, msg string) string {
 }
 
 // parserCorpus builds the lines: for every option of the catalog, lines that exercise how
-// argparse reads it, and a set of lines about words argparse cannot place.
+// argparse reads it, and a set of lines about words argparse cannot place; then the same for
+// grpc_server's own parser.
 func parserCorpus() []string {
-	const model = "vllm serve org/M"
+	lines := optionLines("vllm serve org/M", vllm.ServeOptions())
+	lines = append(lines,
+		"python -m vllm.entrypoints.openai.api_server --model org/M --foo",
+		"python -m vllm.entrypoints.openai.api_server --model org/M -tp x",
+		"python -m vllm.entrypoints.openai.api_server --model org/M --dtype nope",
+		"python -m vllm.entrypoints.openai.api_server --model org/M -h",
+	)
+	const grpc = "python -m vllm.entrypoints.grpc_server"
+	lines = append(lines, optionLines(grpc+" --model org/M", vllm.EntrypointOptions(vllm.EntrypointGRPCServer))...)
+	for _, l := range []string{
+		"org/M", "org/M --model org/M", "--model org/M -- -tp 2", "--model org/M --headless",
+		"--model org/M --api-server-count 2", "--model org/M --grpc", "--model org/M --host None",
+		"--model org/M --host ''", "--model org/M --port x", "--model org/M --uds /tmp/s",
+		"--model org/M --served-model-name a b", "--model org/M -h", "-tp 2",
+	} {
+		lines = append(lines, grpc+" "+l)
+	}
+	return lines
+}
+
+// optionLines are lines after prefix (a program and its model) about every option of opts.
+func optionLines(model string, opts []vllm.ServeOption) []string {
 	var lines []string
 	add := func(args string) { lines = append(lines, model+" "+args) }
-	opts := vllm.ServeOptions()
 	for _, o := range opts {
 		name := o.Names[0]
 		if name == "--config" {
@@ -266,12 +297,6 @@ func parserCorpus() []string {
 	} {
 		add(l)
 	}
-	lines = append(lines,
-		"python -m vllm.entrypoints.openai.api_server --model org/M --foo",
-		"python -m vllm.entrypoints.openai.api_server --model org/M -tp x",
-		"python -m vllm.entrypoints.openai.api_server --model org/M --dtype nope",
-		"python -m vllm.entrypoints.openai.api_server --model org/M -h",
-	)
 	return lines
 }
 

@@ -414,17 +414,23 @@ func (p *Planner) Source() vllm.PlannerSource { return p.source }
 // model's catalog describes them (vllm.ServeOption; python/widetp_probe/flags.py reads them). An
 // option whose action or type the catalog has no kind for is an error naming it.
 func (p *Planner) Flags(ctx context.Context) ([]vllm.ServeOption, error) {
+	return p.EntrypointFlags(ctx, vllm.EntrypointServe)
+}
+
+// EntrypointFlags lists the options of an entrypoint's parser (vllm.EntrypointServe, or
+// vllm.EntrypointGRPCServer: the parser vllm/entrypoints/grpc_server.py main() builds).
+func (p *Planner) EntrypointFlags(ctx context.Context, entrypoint string) ([]vllm.ServeOption, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	resp, err := p.roundTrip(ctx, map[string]any{"op": "flags"}, p.cfg.request)
+	resp, err := p.roundTrip(ctx, map[string]any{"op": "flags", "entrypoint": entrypoint}, p.cfg.request)
 	if err != nil {
 		return nil, err
 	}
 	if !resp.OK {
-		return nil, fmt.Errorf("read vLLM's serve options: %s", lastLines(resp.Error, 6))
+		return nil, fmt.Errorf("read vLLM's %s options: %s", entrypoint, lastLines(resp.Error, 6))
 	}
 	if len(resp.Flags) == 0 {
-		return nil, errors.New("read vLLM's serve options: the probe listed none")
+		return nil, fmt.Errorf("read vLLM's %s options: the probe listed none", entrypoint)
 	}
 	return resp.Flags, nil
 }

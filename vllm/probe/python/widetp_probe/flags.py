@@ -5,7 +5,9 @@ The `flags` op (`go run ./vllm/internal/genflags`, `make flags`) builds the pars
 vllm/entrypoints/openai/cli_args.py make_arg_parser and vllm/engine/arg_utils.py
 EngineArgs.add_cli_args) and reports, for every option: its spellings in the parser's order, how
 argparse consumes it (action, nargs), what its type= accepts, and its choices. A type this module
-does not know is an error naming the option, so a vLLM that adds one cannot pass unnoticed.
+does not know is an error naming the option, so a vLLM that adds one cannot pass unnoticed. The
+same for the parser `python -m vllm.entrypoints.grpc_server` builds in its main()
+(grpc_server_parser).
 """
 
 import argparse
@@ -92,14 +94,50 @@ def _action(a):
     raise ValueError(f"option {a.option_strings}: action {type(a).__name__} is not one the catalog knows")
 
 
-def serve_options():
-    """The `vllm serve` parser's options, in the parser's order."""
+class _Built(BaseException):
+    """grpc_server.main() reached parse_args: the parser it built."""
+
+    def __init__(self, parser):
+        super().__init__()
+        self.parser = parser
+
+
+def grpc_server_parser():
+    """The parser vllm/entrypoints/grpc_server.py main() builds (it parses sys.argv and starts the
+    server in the same function): main() runs up to its parse_args, which hands the parser back."""
+    import sys
+    import vllm.entrypoints.grpc_server as gs
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    real = FlexibleArgumentParser.parse_args
+
+    def parse_args(self, args=None, namespace=None):
+        raise _Built(self)
+
+    old_argv = sys.argv
+    sys.argv = [gs.__file__]
+    FlexibleArgumentParser.parse_args = parse_args
+    try:
+        gs.main()
+    except _Built as b:
+        return b.parser
+    finally:
+        FlexibleArgumentParser.parse_args = real
+        sys.argv = old_argv
+    raise RuntimeError("vllm.entrypoints.grpc_server main() returned without parsing its arguments")
+
+
+def serve_options(entrypoint="serve"):
+    """The options of the entrypoint's parser (`vllm serve`, or grpc_server's), in its order."""
     from vllm.utils.argparse_utils import FlexibleArgumentParser
     import vllm.entrypoints.cli.serve as serve
 
-    parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
-    sub = parser.add_subparsers(required=False, dest="subparser")
-    sp = serve.ServeSubcommand().subparser_init(sub)
+    if entrypoint == "grpc_server":
+        sp = grpc_server_parser()
+    else:
+        parser = FlexibleArgumentParser(prog="vllm", description="vLLM CLI")
+        sub = parser.add_subparsers(required=False, dest="subparser")
+        sp = serve.ServeSubcommand().subparser_init(sub)
     out = []
     for a in sp._actions:
         if not a.option_strings:
@@ -136,6 +174,10 @@ def parse(argv, entrypoint):
         from vllm.entrypoints.openai.cli_args import make_arg_parser
 
         parser = make_arg_parser(FlexibleArgumentParser(prog="api_server.py"))
+        words = list(argv)
+    elif entrypoint == "grpc_server":
+        # main()'s own parser; its program name is the module file's, as python -m gives it.
+        parser = grpc_server_parser()
         words = list(argv)
     else:
         import vllm.entrypoints.cli.serve as serve

@@ -7,7 +7,8 @@ record to its parent over a pipe; a parent collects its children's records as it
 Cut points (where vLLM's code runs from and to, per process):
 
 * front end (api-server, headless launcher, dp-supervisor): from the `vllm serve` parser
-  (FlexibleArgumentParser + make_arg_parser, ServeSubcommand.validate and .cmd) through
+  (FlexibleArgumentParser + make_arg_parser, ServeSubcommand.validate and .cmd), or
+  `python -m vllm.entrypoints.grpc_server`'s main() (its own parser, then serve_grpc), through
   run_server / run_multi_api_server / run_headless / run_dp_supervisor, create_engine_config,
   launch_core_engines and CoreEngineProcManager, to wait_for_engine_startup (run for real over
   the HELLO messages of every engine that dials the front end's handshake). It stops when it
@@ -599,6 +600,9 @@ def run_command(node, cmd_index, launch, model):
 def _dispatch(launch, model):
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+    if launch["entrypoint"] == "grpc_server":
+        _run_grpc_server(launch["args"])
+        return
     if launch["entrypoint"] == "api_server":
         from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
         from vllm.entrypoints.openai import api_server
@@ -647,6 +651,32 @@ def _follow_paths(serve):
     _follow_grpc()
 
 
+def _run_grpc_server(argv):
+    """`python -m vllm.entrypoints.grpc_server`: its main() builds its own parser, parses
+    sys.argv and runs serve_grpc; an exception there is logged and becomes sys.exit(1). The
+    process's crash is that exception, as it is for `vllm serve --grpc`."""
+    import vllm.entrypoints.grpc_server as gs
+
+    _follow_grpc()
+    old_argv, old_err = sys.argv, sys.stderr
+    sys.argv = [gs.__file__] + list(argv)
+    _ARGPARSE_ERR.seek(0)
+    _ARGPARSE_ERR.truncate()
+    sys.stderr = _ARGPARSE_ERR
+    try:
+        gs.main()
+    except SystemExit:
+        if _SERVE_GRPC_ERROR:
+            raise _SERVE_GRPC_ERROR[0]
+        raise
+    finally:
+        sys.argv, sys.stderr = old_argv, old_err
+
+
+# The exception serve_grpc raised in this process (grpc_server.main() turns it into exit 1).
+_SERVE_GRPC_ERROR = []
+
+
 def _follow_grpc():
     """--grpc: ServeSubcommand.cmd imports vllm.entrypoints.grpc_server's serve_grpc (its gRPC
     packages stood in) and runs it instead of every other path: the top process is an API server
@@ -663,6 +693,9 @@ def _follow_grpc():
         _retag("api-server")
         try:
             return await orig(args)
+        except Exception as e:  # noqa: BLE001 - kept for _run_grpc_server, then raised on
+            _SERVE_GRPC_ERROR.append(e)
+            raise
         except Stop:
             address("api-server", "bind", "tcp://" + _host_port(args.host or "0.0.0.0", args.port),
                     "vllm/entrypoints/grpc_server.py serve_grpc (server.add_insecure_port once AsyncLLM "

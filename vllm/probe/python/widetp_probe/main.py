@@ -3,7 +3,8 @@
 Protocol: one JSON request per line on stdin, one JSON response per line on stdout.
   {"op": "hello"}                        -> {"ok": true, "source": {...}}
   {"op": "plan", "deployment": {...}}    -> {"ok": true, "nodes": [NodePlan, ...]}
-  {"op": "flags"}                        -> {"ok": true, "flags": [Option, ...]} (flags.py)
+  {"op": "flags", "entrypoint": "serve"} -> {"ok": true, "flags": [Option, ...]} (flags.py; "grpc_server"
+                                            for python -m vllm.entrypoints.grpc_server's parser)
   {"op": "parse", "lines": [{"argv": [...], "entrypoint": "serve"}, ...]}
                                          -> {"ok": true, "parse": [{"exit": null|N, "message": "..."}, ...]}
 Every request is planned in a fork of this process (vLLM's module state stays as imported).
@@ -115,10 +116,10 @@ def plan(dep):
     return assemble.node_plans(dep, tops)
 
 
-def _flags():
+def _flags(entrypoint):
     from . import flags
 
-    return flags.serve_options()
+    return flags.serve_options(entrypoint)
 
 
 def _parse(argv, entrypoint):
@@ -177,7 +178,7 @@ def serve(vllm_path, out):
             if op == "hello":
                 resp = {"ok": True, "source": source_info()}
             elif op == "flags":
-                r = _in_fork(_flags)
+                r = _in_fork(lambda: _flags(req.get("entrypoint", "serve")))
                 resp = {"ok": r["ok"], "flags": r.get("result"), "error": r.get("error", "")}
             elif op == "parse":
                 r = _in_fork(lambda: [_parse(ln.get("argv") or [], ln.get("entrypoint", "serve"))
