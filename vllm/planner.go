@@ -94,7 +94,10 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	if err != nil {
 		return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err), nil
 	}
-	cp.rustFrontend = dec.rustFrontend
+	if dec.mode == launchServer {
+		// Only run_multi_api_server starts it; the DP supervisor's children run run_server.
+		cp.rustFrontend = dec.rustFrontend
+	}
 	var top *ProcessPlan
 	switch dec.mode {
 	case launchHeadless:
