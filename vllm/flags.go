@@ -139,9 +139,16 @@ func kindOf(o *ServeOption) flagKind {
 // serveFlags is the catalog: vLLM's options (serveOptions, generated) with their kinds.
 var serveFlags = sync.OnceValue(func() []flagSpec { return specsOf(serveOptions) })
 
-// grpcServerFlags are the options of `python -m vllm.entrypoints.grpc_server`'s own parser
-// (grpcServerOptions, generated): --host and --port, then AsyncEngineArgs' options.
-var grpcServerFlags = sync.OnceValue(func() []flagSpec { return specsOf(grpcServerOptions) })
+// grpcServerOptions are the options of `python -m vllm.entrypoints.grpc_server`'s own parser
+// (generated: grpcServerOptionNames, grpcServerOwnOptions): --host and --port, then
+// AsyncEngineArgs' options. Built when first asked for: every simulated process links the
+// catalog, few parse a line.
+var grpcServerOptions = sync.OnceValue(func() []ServeOption {
+	return entrypointOptions(grpcServerOptionNames, grpcServerOwnOptions)
+})
+
+// grpcServerFlags are grpcServerOptions with their kinds.
+var grpcServerFlags = sync.OnceValue(func() []flagSpec { return specsOf(grpcServerOptions()) })
 
 func specsOf(opts []ServeOption) []flagSpec {
 	out := make([]flagSpec, len(opts))
@@ -254,7 +261,7 @@ func ServeOptions() []ServeOption { return copyOptions(serveOptions) }
 // `vllm serve` options for EntrypointServe, grpc_server's own for EntrypointGRPCServer.
 func EntrypointOptions(entrypoint string) []ServeOption {
 	if entrypoint == EntrypointGRPCServer {
-		return copyOptions(grpcServerOptions)
+		return copyOptions(grpcServerOptions())
 	}
 	return ServeOptions()
 }

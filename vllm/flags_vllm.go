@@ -295,9 +295,10 @@ var serveOptions = []ServeOption{
 	{Names: []string{"--enable-log-requests"}, Action: "bool"},
 }
 
-// grpcServerOptions are the options of the parser `python -m vllm.entrypoints.grpc_server` builds
-// (its main()), in its order: serve's options of the same name where they are the same.
-var grpcServerOptions = entrypointOptions([]string{
+// grpcServerOptionNames name the options of the parser `python -m vllm.entrypoints.grpc_server`
+// builds (its main()), in its order: serve's options of the same name where they are the same,
+// else grpcServerOwnOptions' (grpcServerOptions).
+var grpcServerOptionNames = []string{
 	"-h",
 	"--host",
 	"--port",
@@ -526,6 +527,9 @@ var grpcServerOptions = entrypointOptions([]string{
 	"--gdn-prefill-backend",
 	"--kda-prefill-backend",
 	"--enable-log-requests",
-}, []ServeOption{
+}
+
+// grpcServerOwnOptions are the options that parser defines otherwise than serve's, or alone.
+var grpcServerOwnOptions = []ServeOption{
 	{Names: []string{"--host"}, Action: "store", Type: "string"},
-})
+}

@@ -87,9 +87,10 @@ func Render(src vllm.PlannerSource, name string, opts, grpc []vllm.ServeOption) 
 	b.WriteString("}\n\n")
 	// The gRPC server's parser shares most options with serve's: its list names them, and
 	// describes in full only those it defines otherwise or alone.
-	b.WriteString("// grpcServerOptions are the options of the parser `python -m vllm.entrypoints.grpc_server` builds\n")
-	b.WriteString("// (its main()), in its order: serve's options of the same name where they are the same.\n")
-	b.WriteString("var grpcServerOptions = entrypointOptions([]string{\n")
+	b.WriteString("// grpcServerOptionNames name the options of the parser `python -m vllm.entrypoints.grpc_server`\n")
+	b.WriteString("// builds (its main()), in its order: serve's options of the same name where they are the same,\n")
+	b.WriteString("// else grpcServerOwnOptions' (grpcServerOptions).\n")
+	b.WriteString("var grpcServerOptionNames = []string{\n")
 	var own []string
 	for _, o := range grpc {
 		lit, err := literal(o)
@@ -101,11 +102,13 @@ func Render(src vllm.PlannerSource, name string, opts, grpc []vllm.ServeOption) 
 			own = append(own, lit)
 		}
 	}
-	b.WriteString("}, []ServeOption{\n")
+	b.WriteString("}\n\n")
+	b.WriteString("// grpcServerOwnOptions are the options that parser defines otherwise than serve's, or alone.\n")
+	b.WriteString("var grpcServerOwnOptions = []ServeOption{\n")
 	for _, lit := range own {
 		fmt.Fprintf(&b, "\t%s,\n", lit)
 	}
-	b.WriteString("})\n")
+	b.WriteString("}\n")
 	return format.Source(b.Bytes())
 }
 
