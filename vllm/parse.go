@@ -75,7 +75,7 @@ func ParseServe(cmdline string) (*ServeArgs, error) {
 	}
 	p := &argParser{args: a, words: rest}
 	if err := p.run(); err != nil {
-		if prog := entrypointProgs[entry]; prog != "" {
+		if prog := entrypointProg(entry); prog != "" {
 			// The entrypoint's one parser refuses both arguments and leftovers.
 			var ae *ArgError
 			var he *HelpExit
@@ -227,9 +227,17 @@ const (
 	grpcServerModule = "vllm.entrypoints.grpc_server"
 )
 
-// entrypointProgs are the program names of the python -m entrypoints' parsers (argparse's prog:
-// the module file's name).
-var entrypointProgs = map[string]string{EntrypointAPIServer: progAPIServer, EntrypointGRPCServer: progGRPCServer}
+// entrypointProg is the program name of a python -m entrypoint's parser (argparse's prog: the
+// module file's name), "" for the serve subcommand's.
+func entrypointProg(entry string) string {
+	switch entry {
+	case EntrypointAPIServer:
+		return progAPIServer
+	case EntrypointGRPCServer:
+		return progGRPCServer
+	}
+	return ""
+}
 
 // entrypoint recognises the program at words[i] and returns the index of its first argument.
 func entrypoint(words []string, i int) (int, string, error) {

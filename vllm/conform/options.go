@@ -32,7 +32,12 @@ func Options(ctx context.Context, v OptionLister, c *Counts) ([]Disagreement, er
 }
 
 // optionScenario is the SCENARIO column of an entrypoint's option rows.
-var optionScenario = map[string]string{vllm.EntrypointServe: "(vllm serve options)", vllm.EntrypointGRPCServer: "(grpc_server options)"}
+func optionScenario(entry string) string {
+	if entry == vllm.EntrypointGRPCServer {
+		return "(grpc_server options)"
+	}
+	return "(vllm serve options)"
+}
 
 func entrypointOptions(entry string, got []vllm.ServeOption, c *Counts) []Disagreement {
 	model := map[string]vllm.ServeOption{}
@@ -63,7 +68,7 @@ func entrypointOptions(entry string, got []vllm.ServeOption, c *Counts) []Disagr
 }
 
 func optionRow(entry, name, v, m string) Disagreement {
-	return Disagreement{Scenario: optionScenario[entry], Process: "-", Field: "option " + name, VLLM: v, Model: m, Area: "options"}
+	return Disagreement{Scenario: optionScenario(entry), Process: "-", Field: "option " + name, VLLM: v, Model: m, Area: "options"}
 }
 
 // describe is one line of what an option is: spellings, action, type, nargs, choices, fields.
