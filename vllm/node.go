@@ -28,8 +28,8 @@ type Options struct {
 // Install is what vLLM's launch code reads of its own installation: where its package is (envs.py
 // looks for the Rust front end's binary, vllm-rs, beside itself) and whether that binary is
 // there. The zero value is a wheel installed into Python 3.12's dist-packages, as vLLM's images
-// have it, which carries vllm-rs; widetp conform gives the model the installation it runs (a
-// source tree carries no vllm-rs).
+// have it, taken to carry vllm-rs (a release built with the Rust front end); widetp conform
+// gives the model the installation it runs (a source tree carries no vllm-rs).
 type Install struct {
 	// PackageDir is the vllm package's directory ("" for DefaultPackageDir).
 	PackageDir string `json:"package_dir,omitempty"`
