@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/widetp/widetp/report"
@@ -41,10 +42,28 @@ func SplitLaunch(line string) (LaunchLine, error) {
 // at StageConfig with the error, as PlanNode plans it. Planners that run vLLM's parser use it for
 // lines that never reach vLLM.
 func PlanUnlaunchable(n Node, cmd int, line string, err error) *ProcessPlan {
-	role := report.RoleAPIServer
-	if strings.Contains(line, "--headless") {
-		role = report.RoleHeadless
-	}
+	role := topRoleBeforePath(line)
 	cp := &cmdPlanner{node: n, cmd: cmd}
 	return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err)
+}
+
+// topRoleBeforePath is the role of a command's top process that fails before
+// ServeSubcommand.cmd takes a launch path (the parser, the environment the parser reads,
+// validate_parsed_serve_args, the load-balancing and Rust front end checks): the process is the
+// one `vllm serve` started, named by what it was asked to be. A `vllm serve` line with the word
+// --headless asks for the headless launcher, whatever else it says (--grpc only takes effect in
+// cmd, after those checks); any other line, or another entry point, is an API server. A line the
+// shell would not hand to vLLM is read word for word: --headless anywhere in it.
+func topRoleBeforePath(line string) report.Role {
+	l, err := SplitLaunch(line)
+	if err != nil {
+		if strings.Contains(line, "--headless") {
+			return report.RoleHeadless
+		}
+		return report.RoleAPIServer
+	}
+	if l.Entrypoint == EntrypointServe && slices.Contains(l.Args, "--headless") {
+		return report.RoleHeadless
+	}
+	return report.RoleAPIServer
 }

@@ -3,7 +3,6 @@ package vllm
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/widetp/widetp/report"
 )
@@ -53,19 +52,14 @@ func (cp *cmdPlanner) newPlan(id report.Process) *ProcessPlan {
 
 // plan returns the command's top process. Only failures that are no vLLM behaviour are errors.
 func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
+	// Until cmd takes a launch path, the process is what the line asks for (topRoleBeforePath);
+	// the path then builds the top process it runs (headless, supervisor, API server).
+	role := topRoleBeforePath(line)
 	args, err := ParseServe(line)
 	if err != nil {
-		role := report.RoleAPIServer
-		if strings.Contains(line, "--headless") {
-			role = report.RoleHeadless
-		}
 		return cp.crashed(cp.id(role, 0), "", role, nil, StageConfig, err), nil
 	}
 	cp.args = args
-	role := report.RoleAPIServer
-	if args.Headless && args.Entrypoint == EntrypointServe && !args.boolFlag("--grpc") {
-		role = report.RoleHeadless
-	}
 	envMap := make(map[string]string, len(cp.node.Env)+len(args.Env))
 	for k, v := range cp.node.Env {
 		envMap[k] = v
@@ -251,8 +245,10 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 	pc := parent.clone()
 	engineID, dpEngine, err := runEngineCore(pc, dpRank, localDPRank, cp.engineID, cp.args.KVTransfer.buildsConnector(), cp.opts.Profile)
 	p := cp.newPlan(cp.identity(id, parentID, report.RoleEngineCore, pc))
-	p.Identity.EngineID = engineID
 	if err != nil {
+		// The engine_id run_engine_core computed is the KV connector's, and an engine core that
+		// fails before EngineCore.__init__ builds its scheduler (after the executor) never built
+		// one: it reports none, as a worker that fails before its connector does not (worker).
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		return p
 	}
@@ -266,6 +262,7 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 		p.Rendezvous = nil
 		return p
 	}
+	p.Identity.EngineID = engineID
 	cp.schedulerConnector(p, pc)
 	p.ChildFailure = workerStartupFailure
 	p.ChildrenAfterRendezvous = true

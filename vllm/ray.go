@@ -53,8 +53,8 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 		err = pc.reconfigureForIndependentDPRank()
 	}
 	p := cp.newPlan(cp.identity(id, parentID, report.RoleRayActor, pc))
-	p.Identity.EngineID = engineID
 	if err != nil {
+		// No scheduler, so no KV connector and no engine_id reported (engineCore).
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		return p
 	}
@@ -66,6 +66,7 @@ func (cp *cmdPlanner) rayActor(parent *ParallelConfig, index, localIndex int, pa
 		p.Rendezvous = nil
 		return p
 	}
+	p.Identity.EngineID = engineID
 	cp.schedulerConnector(p, pc)
 	p.ChildFailure = rayActorFailure
 	// The actor joins its DP group in _init_data_parallel before it builds its executor.

@@ -116,12 +116,17 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 	case !pc.LocalEnginesOnly():
 		return engineHandshake{}, assertionError("Attempting to launch core_engines from dp_rank > 0, but found internal DPLB, which is incompatible.")
 	default:
-		return engineHandshake{
-			local: &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: L + 1, Rank: 0,
-				Expect: &HandshakeExpect{First: dpRank, Count: L, LocalCount: L, RemoteHeadless: remoteHeadless, ConfigHash: hash}},
+		h := engineHandshake{
+			local:      &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: L + 1, Rank: 0},
 			localRank:  func(i int) int { return 1 + i - dpRank },
 			globalRank: func(i int) int { return 1 + i },
-		}, nil
+		}
+		// With no local engine (--data-parallel-size-local 0) wait_for_engine_startup waits for
+		// none, and nothing else reaches the front end's private ipc path: no expectation.
+		if L > 0 {
+			h.local.Expect = &HandshakeExpect{First: dpRank, Count: L, LocalCount: L, RemoteHeadless: remoteHeadless, ConfigHash: hash}
+		}
+		return h, nil
 	}
 }
 
