@@ -827,13 +827,15 @@ func PlanDeployment(nodes []Node, o Options) ([]*NodePlan, error) {
 		return out, nil
 	}
 	plans, err := plan(o)
-	if err != nil || len(o.NIXLProducers) > 0 {
+	if err == nil && len(o.NIXLProducers) == 0 {
+		if producers := NIXLProducersOf(plans); len(producers) > 0 {
+			o.NIXLProducers = producers
+			plans, err = plan(o)
+		}
+	}
+	if err != nil {
 		return plans, err
 	}
-	producers := NIXLProducersOf(plans)
-	if len(producers) == 0 {
-		return plans, nil
-	}
-	o.NIXLProducers = producers
-	return plan(o)
+	linkHandshakes(plans)
+	return plans, nil
 }

@@ -191,3 +191,59 @@ func TestHandshakeWithNoFrontEnd(t *testing.T) {
 		t.Errorf("%d engine cores, want run_headless's 2", engines)
 	}
 }
+
+// An engine dials the handshake of rank 0's front end, which waits for the engines its own command
+// line gives (launch_core_engines' engines_to_handshake, vllm/v1/engine/utils.py): a follower whose
+// --data-parallel-size says more than the head's is one of the head's engines where the head waits
+// for its index, at its place in the head's list, and keeps its own view where the head does not
+// (the head refuses it). Commands that agree are not changed.
+func TestEnginesTakeTheShapeOfTheHandshakeTheyDial(t *testing.T) {
+	const addr = " --data-parallel-address h0 --data-parallel-rpc-port 13345"
+	plans := planned(t, true, "main",
+		node("h0", "vllm serve org/M -tp 2 -dp 2 --data-parallel-size-local 1"+addr),
+		node("h1", "vllm serve org/M -tp 2 -dp 4 --data-parallel-size-local 2 --data-parallel-start-rank 1 --headless"+addr))
+	handshake := func(id string) RendezvousPlan {
+		t.Helper()
+		p := plans[id]
+		if p == nil {
+			t.Fatalf("no %s planned", id)
+		}
+		for _, r := range p.Rendezvous {
+			if r.Kind == RendezvousDP && r.Address == "h0:13345" {
+				return r
+			}
+		}
+		t.Fatalf("%s dials no handshake at h0:13345: %+v", id, p.Rendezvous)
+		return RendezvousPlan{}
+	}
+	for _, tt := range []struct {
+		id          string
+		world, rank int
+	}{
+		{"h0/0/api-server-0", 3, 0},  // the head's front end: engines 0 and 1
+		{"h0/0/engine-core-0", 3, 1}, // its own engine
+		{"h1/0/engine-core-1", 3, 2}, // the follower's engine 1: the head waits for it
+		{"h1/0/engine-core-2", 5, 3}, // engine 2: the head does not wait for it; its own -dp 4
+	} {
+		if r := handshake(tt.id); r.WorldSize != tt.world || r.Rank != tt.rank {
+			t.Errorf("%s: handshake world %d rank %d, want world %d rank %d", tt.id, r.WorldSize, r.Rank, tt.world, tt.rank)
+		}
+	}
+}
+
+// A front end of DP rank > 0 that manages only its own engines (external or hybrid LB) gives them
+// a private handshake path, and launch_core_engines asserts it is not handshake-local-only: an
+// env-driven front end (VLLM_DP_SIZE and VLLM_DP_RANK where --data-parallel-size is 1, which sets
+// data_parallel_rank_local: offline mode) with --data-parallel-external-lb fails that assertion
+// before it starts an engine (vllm/v1/engine/utils.py, vllm/config/parallel.py).
+func TestRankAboveZeroCannotHandshakeLocallyOnly(t *testing.T) {
+	plans := planned(t, true, "main", node("h",
+		"VLLM_DP_SIZE=2 VLLM_DP_RANK=1 vllm serve org/M -dp 1 --data-parallel-rank 1 --data-parallel-external-lb"))
+	fe := plans["h/0/api-server-0"]
+	if fe == nil || fe.Crash == nil || fe.Crash.Error != "AssertionError" {
+		t.Fatalf("h/0/api-server-0: %+v, want launch_core_engines' bare AssertionError", fe)
+	}
+	if len(fe.Children) != 0 {
+		t.Errorf("%d engine(s) started, want none", len(fe.Children))
+	}
+}

@@ -93,10 +93,22 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 	if D > 1 && pc.IsMoEModel {
 		hash = configHash(pc)
 	}
+	// engines_to_handshake's assertions, then the one on where a rank > 0 serves its engines.
 	switch {
 	case offline && L != 1:
 		// offline_mode: assert local_engine_count == 1
 		return engineHandshake{}, bareAssertion
+	case !offline && dpRank != 0 && !pc.LocalEnginesOnly():
+		return engineHandshake{}, assertionError("Attempting to launch core_engines from dp_rank > 0, but found internal DPLB, which is incompatible.")
+	}
+	// A rank > 0 that manages only its own engines gives them a private handshake path and must
+	// not be handshake-local-only (assert not handshake_local_only): an env-driven (offline SPMD,
+	// VLLM_DP_RANK_LOCAL) front end of rank > 0 with --data-parallel-external-lb, say, fails here.
+	handshakeLocalOnly := (offline || L == D) && !pc.EnableElasticEP
+	if pc.LocalEnginesOnly() && dpRank > 0 && handshakeLocalOnly {
+		return engineHandshake{}, bareAssertion
+	}
+	switch {
 	case offline:
 		return engineHandshake{
 			local: &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: 2, Rank: 0,
@@ -113,8 +125,6 @@ func frontEndHandshake(pc *ParallelConfig, localAddr string) (engineHandshake, e
 		}
 		h.global = &RendezvousPlan{Kind: RendezvousDP, Address: global, WorldSize: D + 1, Rank: 0, Expect: expect}
 		return h, nil
-	case !pc.LocalEnginesOnly():
-		return engineHandshake{}, assertionError("Attempting to launch core_engines from dp_rank > 0, but found internal DPLB, which is incompatible.")
 	default:
 		h := engineHandshake{
 			local:      &RendezvousPlan{Kind: RendezvousDP, Address: localAddr, WorldSize: L + 1, Rank: 0},

@@ -246,7 +246,7 @@ func TestHandshakeRefusalsCountOnlyTheHELLOsThatArrive(t *testing.T) {
 		}}
 	plans := modelPlans(t, d)
 	var c Counts
-	if ds := CompareHandshakes(d.Name, plans, map[string]string{}, &c); len(ds) > 0 {
+	if ds := CompareHandshakes(d, plans, map[string]string{}, &c); len(ds) > 0 {
 		t.Errorf("refusals of HELLOs the ROUTER rejects: %+v", ds)
 	}
 	if c.Fields == 0 {
@@ -254,8 +254,57 @@ func TestHandshakeRefusalsCountOnlyTheHELLOsThatArrive(t *testing.T) {
 	}
 	// Had vLLM read a rejected HELLO and refused it, the model, which does not read it, would
 	// disagree.
-	ds := CompareHandshakes(d.Name, plans, map[string]string{"h0/0/api-server-0": "RuntimeError: HELLO message from remote engine 0, expected it to be local"}, &c)
+	ds := CompareHandshakes(d, plans, map[string]string{"h0/0/api-server-0": "RuntimeError: HELLO message from remote engine 0, expected it to be local"}, &c)
 	if len(ds) != 1 {
 		t.Errorf("a refusal the model does not find: %d disagreements, want 1", len(ds))
+	}
+}
+
+// Two commands of one host that serve their handshake at the same tcp address: the second to bind
+// fails with ZMQError (EADDRINUSE) before it reads any HELLO (launch_core_engines binds it first,
+// vllm/v1/engine/utils.py), so the first command's engine, which dials that address, is refused by
+// nobody there; the model's paper execution of the plans (PredictPlans) names the front end that
+// failed. A refusal vLLM did raise there still counts.
+func TestAFrontEndThatCannotBindItsHandshakeRefusesNothing(t *testing.T) {
+	for _, lines := range [][]string{
+		// The second front end fails: it would have refused the first one's local engine.
+		{"VLLM_PORT=20000 vllm serve deepseek-ai/DeepSeek-V3 -tp 2 -dp 4 --data-parallel-size-local 1 --data-parallel-hybrid-lb --port 8000",
+			"VLLM_PORT=20000 vllm serve deepseek-ai/DeepSeek-V3 -tp 2 -dp 4 --data-parallel-size-local 0 --port 8001"},
+		// The second front end fails before it starts its local engine, which the first one
+		// would have refused.
+		{"VLLM_PORT=20000 vllm serve deepseek-ai/DeepSeek-V3 -tp 2 -dp 4 --data-parallel-size-local 0 --data-parallel-hybrid-lb --port 8000",
+			"VLLM_PORT=20000 vllm serve deepseek-ai/DeepSeek-V3 -tp 2 -dp 4 --data-parallel-rank 0 --port 8001"},
+	} {
+		frontEndThatCannotBindItsHandshake(t, lines)
+	}
+}
+
+func frontEndThatCannotBindItsHandshake(t *testing.T, lines []string) {
+	t.Helper()
+	prof, _ := vllm.ProfileNamed("main")
+	d := vllm.Deployment{Name: "two-front-ends-one-handshake", Profile: prof, Seed: "s",
+		Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},
+		Nodes: []vllm.Node{{Host: "h0", GPUs: 16, Commands: lines}}}
+	plans := modelPlans(t, d)
+	procs, err := vllm.PredictPlans(d, plans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := ""
+	for _, p := range procs {
+		if p.Exit != nil && strings.HasPrefix(p.Exit.Error, "zmq.error.ZMQError: Address already in use") {
+			failed = p.ID
+		}
+	}
+	if failed == "" {
+		t.Fatal("no front end failed to bind its handshake: the deployment no longer collides")
+	}
+	var c Counts
+	if ds := CompareHandshakes(d, plans, map[string]string{}, &c); len(ds) > 0 {
+		t.Errorf("%s: refusals of HELLOs that are never sent or read: %+v", lines, ds)
+	}
+	ds := CompareHandshakes(d, plans, map[string]string{failed: "RuntimeError: HELLO message from local engine 0, expected it to be remote"}, &c)
+	if len(ds) != 1 {
+		t.Errorf("%s: a refusal vLLM raised where the model finds none: %d disagreements, want 1", lines, len(ds))
 	}
 }

@@ -128,7 +128,7 @@ func TestShippedScenariosConformToTheSnapshot(t *testing.T) {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
 		all = append(all, conform.Compare(d.Name, got, want, &c)...)
-		all = append(all, conform.CompareHandshakes(d.Name, got, verdicts, &c)...)
+		all = append(all, conform.CompareHandshakes(d, got, verdicts, &c)...)
 		eachProcess(got, func(pp *vllm.ProcessPlan) {
 			if pp.Crash != nil && pp.Crash.Stage != vllm.StageConfig && pp.Crash.Stage != vllm.StageEngineInit && pp.Crash.Stage != vllm.StageConnectorInit {
 				t.Errorf("%s: %s crashes at stage %q, which no runtime executes", s.Name, pp.Identity.ID, pp.Crash.Stage)
@@ -214,7 +214,7 @@ func TestStartRankZeroHeadlessFollowerIsRefusedByVLLM(t *testing.T) {
 		t.Fatalf("vLLM's verdict for %s = %q, want the remote-headless refusal", front, v)
 	}
 	var c conform.Counts
-	if ds := conform.CompareHandshakes(d.Name, plans, verdicts, &c); len(ds) > 0 {
+	if ds := conform.CompareHandshakes(d, plans, verdicts, &c); len(ds) > 0 {
 		t.Errorf("Refuse disagrees with vLLM: %+v", ds)
 	}
 	procs, err := vllm.PredictPlans(d, plans)

@@ -44,7 +44,7 @@ func Deployment(ctx context.Context, d vllm.Deployment, vllmPlanner vllm.Planner
 	}
 	out := Compare(d.Name, got, want, c)
 	if verdicts != nil {
-		out = append(out, CompareHandshakes(d.Name, got, verdicts, c)...)
+		out = append(out, CompareHandshakes(d, got, verdicts, c)...)
 	}
 	return out, nil
 }
@@ -58,8 +58,24 @@ type verdictPlanner interface {
 // wait_for_engine_startup: for every front end of the plans that serves a handshake, the refusals
 // they find among the HELLOs its barrier's members carry must contain the one vLLM raised, and be
 // empty when vLLM raised none. The parallel config hashes a refusal quotes are each planner's own
-// (the model's digest, vLLM's compute_hash): they compare as "<hash>".
-func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[string]string, c *Counts) []Disagreement {
+// (the model's digest, vLLM's compute_hash): they compare as "<hash>". A front end that never serves
+// its handshake, because binding it failed (another command of its host bound the address first;
+// the model's paper execution of the plans, vllm.PredictPlans, says which), refuses nothing, and
+// an engine that front end would have started sends no HELLO anywhere.
+func CompareHandshakes(d vllm.Deployment, plans []*vllm.NodePlan, verdicts map[string]string, c *Counts) []Disagreement {
+	scenario := d.Name
+	// started is nil when the paper execution fails: every member then counts.
+	var started map[string]bool
+	exits := map[string]string{}
+	if recs, err := vllm.PredictPlans(d, plans); err == nil {
+		started = map[string]bool{}
+		for _, r := range recs {
+			started[r.ID] = true
+			if r.Exit != nil {
+				exits[r.ID] = r.Exit.Error
+			}
+		}
+	}
 	procs := flatten(plans)
 	type member struct {
 		id, host string
@@ -98,7 +114,13 @@ func CompareHandshakes(scenario string, plans []*vllm.NodePlan, verdicts map[str
 				return members[i].id < members[j].id
 			})
 			claimed := map[int]bool{}
+			if exits[id] == vllm.ZMQBindError(r.Address, vllm.AddressInUse) {
+				members = nil
+			}
 			for _, m := range members {
+				if started != nil && !started[m.id] {
+					continue // its front end failed before starting it: no HELLO
+				}
 				if m.r.Hello == nil || claimed[m.r.Hello.Index] {
 					continue
 				}
