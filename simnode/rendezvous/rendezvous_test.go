@@ -732,3 +732,44 @@ func TestStoppedRank0HoldsItsCommand(t *testing.T) {
 		t.Errorf("held member after its stop: %v, want context.Canceled", err)
 	}
 }
+
+// TestScreenJudgesAHelloOfAnotherShape: an engine whose own command gives the handshake another
+// world size (a follower whose --data-parallel-size says more than the head's) is judged by its
+// HELLO, as vLLM's front end knows the engines it waits for and not a world size
+// (vllm/v1/engine/utils.py wait_for_engine_startup): one rank 0 waits for joins rank 0's world,
+// one it does not wait for is refused for itself, not for the world size.
+func TestScreenJudgesAHelloOfAnotherShape(t *testing.T) {
+	screen := func(hello []byte) Screening {
+		if string(hello) == `"unexpected"` {
+			return Screening{Refuse: "RuntimeError: Message from engine with unexpected data parallel rank: 2", Answer: "no answer"}
+		}
+		return Screening{Answer: "no answer"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+
+	// Waited for: rank 0 serves a world of 3; the member thinks it is one of 5.
+	ms := members("dp", freeAddr(t), 3, 0, 1, 2)
+	ms[0].Screen = screen
+	ms[1].Hello, ms[2].Hello = []byte(`"ok"`), []byte(`"ok"`)
+	ms[2].WorldSize = 5
+	for r, err := range joinAll(ctx, ms, cfg(timeout)) {
+		if err != nil {
+			t.Errorf("waited-for engines, rank %d: %v, want the barrier complete", r, err)
+		}
+	}
+
+	// Not waited for: the refusal is rank 0's, and the member is told its answer.
+	ms = members("dp", freeAddr(t), 3, 0, 1, 3)
+	ms[0].Screen = screen
+	ms[1].Hello = []byte(`"ok"`)
+	ms[2].Hello, ms[2].WorldSize = []byte(`"unexpected"`), 5
+	errs := joinAll(ctx, ms, cfg(timeout))
+	var re *Error
+	if err := errs[0]; !errors.As(err, &re) || !strings.Contains(re.Python, "unexpected data parallel rank: 2") {
+		t.Errorf("rank 0: %v, want the refusal of the engine it does not wait for", err)
+	}
+	if err := errs[3]; !errors.As(err, &re) || re.Python != "no answer" {
+		t.Errorf("the refused engine: %v, want told no answer (not a world size)", err)
+	}
+}

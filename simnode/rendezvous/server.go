@@ -79,7 +79,33 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 				a.conn.Close()
 				continue
 			}
-			if why := refuse(m, a.hello, members); why != "" {
+			why := refuse(m, a.hello, members)
+			var judged *Screening
+			if why != "" && m.Screen != nil && len(a.hello.Hello) > 0 && a.hello.Kind == m.Kind && a.hello.WorldSize != m.WorldSize {
+				// vLLM's front end reads an engine's HELLO for its DP index, and knows the engines
+				// it waits for, not a world size (wait_for_engine_startup, vllm/v1/engine/utils.py):
+				// an engine whose own command gives the handshake another shape is refused for its
+				// index when the front end does not wait for it, and is one of rank 0's world when
+				// it does.
+				sc := m.Screen(a.hello.Hello)
+				if sc.Refuse != "" {
+					missing := missingRanks(m.WorldSize, members)
+					for r, c := range members {
+						answer, ok := screenings[r]
+						if !ok {
+							answer = Screening{Answer: sc.Answer}
+						}
+						send(c, verdict{Error: answer.Answer, Hold: answer.Hold, Missing: missing})
+					}
+					send(a.conn, verdict{Error: sc.Answer, Hold: sc.Hold, Missing: missing})
+					a.conn.Close()
+					return Result{}, &Error{Python: sc.Refuse, Missing: missing}
+				}
+				h := a.hello
+				h.WorldSize = m.WorldSize
+				why, judged = refuse(m, h, members), &sc
+			}
+			if why != "" {
 				send(a.conn, verdict{Error: why})
 				a.conn.Close()
 				continue
@@ -95,7 +121,12 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			if m.Screen == nil || len(a.hello.Hello) == 0 {
 				continue
 			}
-			sc := m.Screen(a.hello.Hello)
+			var sc Screening
+			if judged != nil {
+				sc = *judged
+			} else {
+				sc = m.Screen(a.hello.Hello)
+			}
 			screenings[a.hello.Rank] = sc
 			if late == "" {
 				late = sc.Late
@@ -103,12 +134,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			if sc.Refuse == "" {
 				continue
 			}
-			missing := []string{}
-			for r := 1; r < m.WorldSize; r++ {
-				if _, ok := members[r]; !ok {
-					missing = append(missing, rankName(r))
-				}
-			}
+			missing := missingRanks(m.WorldSize, members)
 			for r, c := range members {
 				answer := screenings[r]
 				if _, judged := screenings[r]; !judged {
@@ -213,6 +239,17 @@ func accept(ctx context.Context, ln net.Listener, arrivals chan<- arrival, depar
 func deadlineOf(ctx context.Context) time.Time {
 	d, _ := ctx.Deadline()
 	return d
+}
+
+// missingRanks names the member ranks 1..world-1 that have not joined.
+func missingRanks(world int, members map[int]net.Conn) []string {
+	missing := []string{}
+	for r := 1; r < world; r++ {
+		if _, ok := members[r]; !ok {
+			missing = append(missing, rankName(r))
+		}
+	}
+	return missing
 }
 
 // refuse says why a hello cannot join this barrier ("" when it can).
