@@ -248,7 +248,7 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 	if err != nil {
 		// The engine_id run_engine_core computed is the KV connector's, and an engine core that
 		// fails before EngineCore.__init__ builds its scheduler (after the executor) never built
-		// one: it reports none, as a worker that fails before its connector does not (worker).
+		// one: it reports none, as a worker that fails before its connector reports none (worker).
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		return p
 	}
