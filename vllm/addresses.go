@@ -747,8 +747,7 @@ func NIXLProducersOf(plans []*NodePlan) []NIXLProducer {
 	}
 	var engines []*eng
 	workers := map[string][]report.Process{}
-	var walk func(p *ProcessPlan)
-	walk = func(p *ProcessPlan) {
+	walkDeployment(plans, func(p *ProcessPlan) {
 		if p.Identity.Role == report.RoleWorker && p.Identity.Replica != "" {
 			workers[p.Identity.Replica] = append(workers[p.Identity.Replica], p.Identity)
 		}
@@ -758,15 +757,7 @@ func NIXLProducersOf(plans []*NodePlan) []NIXLProducer {
 					replica: p.Identity.Replica})
 			}
 		}
-		for _, c := range p.Children {
-			walk(c)
-		}
-	}
-	for _, np := range plans {
-		for _, c := range np.Commands {
-			walk(c)
-		}
-	}
+	})
 	out := make([]NIXLProducer, 0, len(engines))
 	for _, e := range engines {
 		ws := workers[e.replica]

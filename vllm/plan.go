@@ -214,19 +214,6 @@ type NodePlan struct {
 // ProcessesByID indexes every process of the plans (each command's tree) by its ID.
 func ProcessesByID(plans []*NodePlan) map[string]*ProcessPlan {
 	out := map[string]*ProcessPlan{}
-	var walk func(p *ProcessPlan)
-	walk = func(p *ProcessPlan) {
-		out[p.Identity.ID] = p
-		for _, c := range p.Children {
-			walk(c)
-		}
-	}
-	for _, np := range plans {
-		for _, top := range np.Commands {
-			if top != nil {
-				walk(top)
-			}
-		}
-	}
+	walkDeployment(plans, func(p *ProcessPlan) { out[p.Identity.ID] = p })
 	return out
 }

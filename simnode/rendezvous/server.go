@@ -72,6 +72,24 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 		c.Write(line)
 	}
 	send := func(c net.Conn, v verdict) { write(c, encodeVerdict(v)) }
+	// refuseAll ends the barrier with rank 0's refusal sc: every member that joined is told its own
+	// Screening's answer (one that said nothing about itself hears what the refused one does), and
+	// so is a refused arrival that never joined (arrival, nil when the refused one is a member).
+	refuseAll := func(sc Screening, arrival net.Conn) (Result, error) {
+		missing := missingRanks(m.WorldSize, members)
+		for r, c := range members {
+			answer, ok := screenings[r]
+			if !ok {
+				answer = Screening{Answer: sc.Answer}
+			}
+			send(c, verdict{Error: answer.Answer, Hold: answer.Hold, Missing: missing})
+		}
+		if arrival != nil {
+			send(arrival, verdict{Error: sc.Answer, Hold: sc.Hold, Missing: missing})
+			arrival.Close()
+		}
+		return Result{}, &Error{Python: sc.Refuse, Missing: missing}
+	}
 	for len(members) < m.WorldSize-1 {
 		select {
 		case a := <-arrivals:
@@ -89,17 +107,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 				// it does.
 				sc := m.Screen(a.hello.Hello)
 				if sc.Refuse != "" {
-					missing := missingRanks(m.WorldSize, members)
-					for r, c := range members {
-						answer, ok := screenings[r]
-						if !ok {
-							answer = Screening{Answer: sc.Answer}
-						}
-						send(c, verdict{Error: answer.Answer, Hold: answer.Hold, Missing: missing})
-					}
-					send(a.conn, verdict{Error: sc.Answer, Hold: sc.Hold, Missing: missing})
-					a.conn.Close()
-					return Result{}, &Error{Python: sc.Refuse, Missing: missing}
+					return refuseAll(sc, a.conn)
 				}
 				h := a.hello
 				h.WorldSize = m.WorldSize
@@ -134,16 +142,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 			if sc.Refuse == "" {
 				continue
 			}
-			missing := missingRanks(m.WorldSize, members)
-			for r, c := range members {
-				answer := screenings[r]
-				if _, judged := screenings[r]; !judged {
-					// A member that said nothing about itself hears what the refused one does.
-					answer = Screening{Answer: sc.Answer}
-				}
-				send(c, verdict{Error: answer.Answer, Hold: answer.Hold, Missing: missing})
-			}
-			return Result{}, &Error{Python: sc.Refuse, Missing: missing}
+			return refuseAll(sc, nil)
 		case c := <-departures:
 			// A member that came and went before the barrier completed is missing again: a
 			// process that died in the rendezvous will not take part in what follows it.
@@ -154,12 +153,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 				}
 			}
 		case <-ctx.Done():
-			missing := []string{}
-			for r := 1; r < m.WorldSize; r++ {
-				if _, ok := members[r]; !ok {
-					missing = append(missing, rankName(r))
-				}
-			}
+			missing := missingRanks(m.WorldSize, members)
 			if time.Now().Before(deadline) { // cancelled, not timed out
 				for r, c := range members {
 					if cfg.StoppedWith != nil && cfg.StoppedWith(ids[r]) {
