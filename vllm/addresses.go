@@ -358,10 +358,10 @@ func (cp *cmdPlanner) engineCoreAddresses(p *ProcessPlan, pc *ParallelConfig, e 
 	}
 	cp.executorInit(pc, e, add)
 	for _, c := range cp.connectors() {
-		switch c.name {
-		case offloadingConnectorName:
+		switch {
+		case c.name == offloadingConnectorName:
 			cp.offloadSchedulerAddresses(p, pc, e, c, add)
-		case nixlConnectorName:
+		case isNIXL(c.name):
 			cp.nixlSchedulerAddresses(p, pc, e, c, add)
 		}
 	}
@@ -373,12 +373,12 @@ func (cp *cmdPlanner) workerAddresses(p *ProcessPlan, pc *ParallelConfig, e addr
 		return
 	}
 	for _, c := range cp.connectors() {
-		switch c.name {
-		case offloadingConnectorName:
+		switch {
+		case c.name == offloadingConnectorName:
 			cp.offloadWorkerAddresses(p, pc, c, add)
-		case nixlConnectorName:
+		case isNIXL(c.name):
 			cp.nixlWorkerAddresses(p, pc, e, c, add)
-		case mooncakeConnectorName:
+		case c.name == mooncakeConnectorName:
 			cp.mooncakeWorkerAddresses(p, pc, e, c, add)
 		}
 	}
@@ -794,7 +794,7 @@ func DialsPeers(n Node) bool {
 		}
 		cp := &cmdPlanner{args: args}
 		for _, c := range cp.connectors() {
-			if c.name == nixlConnectorName && c.role == "kv_consumer" {
+			if isNIXL(c.name) && c.role == "kv_consumer" {
 				return true
 			}
 		}

@@ -8,6 +8,9 @@ import "github.com/widetp/widetp/report"
 func (cp *cmdPlanner) headless() *ProcessPlan {
 	id := cp.id(report.RoleHeadless, 0)
 	pc, err := createEngineConfig(cp.engineInput(cp.args, true, 1))
+	if err == nil {
+		err = cp.postInitErr
+	}
 	if err != nil {
 		return cp.crashed(id, "", report.RoleHeadless, nil, StageConfig, err)
 	}

@@ -211,9 +211,16 @@ func TestLaunchPaths(t *testing.T) {
 			kinds: []report.Kind{report.LookupMisrouted, report.LookupPathCollision},
 		},
 		{
-			name: "dotted kv-transfer-config keys replace the whole JSON: no connector is left", moe: false, profile: "main",
-			source: "vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args (dotted keys appended as one JSON after every other argument)",
+			name: "dotted kv-transfer-config keys replace the whole JSON: no connector is named, which VllmConfig refuses", moe: false, profile: "main",
+			source: "vllm/utils/argparse_utils.py FlexibleArgumentParser.parse_args (dotted keys appended as one JSON after every other argument); vllm/config/vllm.py VllmConfig.__post_init__ (KVConnectorFactory.supports_hma_config)",
 			nodes:  []Node{node("h", `vllm serve org/M `+storeBoth+` --kv-transfer-config.kv_role kv_both`)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "ValueError: Connector name is not set in KVTransferConfig"),
+		},
+		{
+			name: "dotted kv-transfer-config keys with the HMA preference given: no connector is left", moe: false, profile: "main",
+			source: "vllm/config/vllm.py VllmConfig.__post_init__ (no connector class resolved once --disable-hybrid-kv-cache-manager is set); vllm/distributed/kv_transfer/kv_transfer_state.py ensure_kv_transfer_initialized (is_kv_transfer_instance)",
+			nodes:  []Node{node("h", `vllm serve org/M `+storeBoth+` --kv-transfer-config.kv_role kv_both --disable-hybrid-kv-cache-manager`)},
 			also: func(t *testing.T, procs []report.Process) {
 				for _, p := range procs {
 					if p.MooncakeDPIndex != nil || p.LookupPath != "" || p.EngineID != "" {
@@ -237,9 +244,16 @@ func TestLaunchPaths(t *testing.T) {
 			},
 		},
 		{
-			name: "a MultiConnector child without kv_role fails every worker at connector init", moe: false, profile: "main",
-			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py _get_connector_classes_and_configs (KVTransferConfig per child); vllm/config/kv_transfer.py",
+			name: "a MultiConnector child without kv_role fails the front end, where VllmConfig asks every child whether it supports HMA", moe: false, profile: "main",
+			source: "vllm/config/vllm.py VllmConfig.__post_init__; vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py all_children_support_hma (KVTransferConfig per child); vllm/config/kv_transfer.py",
 			nodes:  []Node{node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector"}]}}'`)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "Please specify kv_role when kv_connector is set"),
+		},
+		{
+			name: "with --disable-hybrid-kv-cache-manager the child without kv_role fails every worker at connector init instead", moe: false, profile: "main",
+			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py _get_connector_classes_and_configs (KVTransferConfig per child); vllm/config/kv_transfer.py",
+			nodes:  []Node{node("h", `vllm serve org/M --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector"}]}}'`)},
 			kinds:  []report.Kind{report.ProcessCrashed},
 			also:   crashedWith("h/0/engine-core-0/worker-0", "Please specify kv_role when kv_connector is set"),
 		},

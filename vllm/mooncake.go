@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -108,6 +109,24 @@ func pyStr(v any) string {
 			return s
 		}
 		return pyFloatRepr(f)
+	case []any:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = pydanticRepr(e)
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	case map[string]any:
+		// A decoded JSON object keeps its order in Python; a Go map has none: sorted keys.
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = pyRepr(k) + ": " + pydanticRepr(x[k])
+		}
+		return "{" + strings.Join(parts, ", ") + "}"
 	default:
 		b, _ := json.Marshal(x)
 		return string(b)

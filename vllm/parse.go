@@ -1013,8 +1013,9 @@ func jsonKind(v any) string {
 	}
 }
 
-// kvRoles are vllm/config/kv_transfer.py KVRole's values.
-var kvRoles = []string{"kv_producer", "kv_consumer", "kv_both"}
+// kvRoles are vllm/config/kv_transfer.py KVRole's values in get_args(KVRole)'s order
+// (Literal[KVProducer, KVConsumer], flattened and deduplicated).
+var kvRoles = []string{"kv_producer", "kv_both", "kv_consumer"}
 
 // kvTransferFromMap validates --kv-transfer-config as pydantic validates KVTransferConfig inside
 // argparse's type= (so a bad value is an argparse error, exit status 2).
@@ -1031,7 +1032,7 @@ func kvTransferFromMap(m map[string]any) (*KVTransferConfig, error) {
 		}
 		s, isStr := v.(string)
 		if !isStr {
-			return nil, bad(field, "Input should be a valid string")
+			return nil, bad(field, "Input should be a valid string [input_value="+pydanticRepr(v)+"]")
 		}
 		return &s, nil
 	}
@@ -1055,19 +1056,21 @@ func kvTransferFromMap(m map[string]any) (*KVTransferConfig, error) {
 			valid = valid || *role == r
 		}
 		if !valid {
-			return nil, bad("kv_role", fmt.Sprintf("Input should be 'kv_producer', 'kv_consumer' or 'kv_both' [input_value=%q]", *role))
+			return nil, bad("kv_role", "Input should be 'kv_producer', 'kv_both' or 'kv_consumer' [input_value="+pyRepr(*role)+"]")
 		}
 		kv.Role = *role
 	}
 	if v, ok := m["kv_connector_extra_config"]; ok {
 		extra, isObj := v.(map[string]any)
 		if !isObj {
-			return nil, bad("kv_connector_extra_config", "Input should be a valid dictionary")
+			return nil, bad("kv_connector_extra_config", "Input should be a valid dictionary [input_value="+pydanticRepr(v)+"]")
 		}
 		kv.ExtraConfig = extra
 	}
 	if conn != nil && role == nil {
-		return nil, bad("kv_role", "Value error, Please specify kv_role when kv_connector is set, supported roles are ('kv_producer', 'kv_consumer', 'kv_both')")
+		// __post_init__'s ValueError: a model-level error, no field in its location.
+		return nil, &ArgError{Flag: "--kv-transfer-config", Value: "kv_role",
+			Reason: validationErrors("KVTransferConfig", []string{"Value error, Please specify kv_role when kv_connector is set, supported roles are ('kv_producer', 'kv_both', 'kv_consumer')"})}
 	}
 	return kv, nil
 }

@@ -180,7 +180,7 @@ func TestParseServeAccepts(t *testing.T) {
 				if got := pyStr(extra["load_async"]); got != "False" {
 					t.Errorf("load_async = %s", got)
 				}
-				if got := pyStr(extra["tiers"]); got != `["a","b","c"]` {
+				if got := pyStr(extra["tiers"]); got != `['a', 'b', 'c']` {
 					t.Errorf("tiers = %s", got)
 				}
 			},

@@ -18,9 +18,12 @@ type cmdPlanner struct {
 	gpus   int
 	hostIP string
 	// engineID is the KV engine_id this command's parse holds ("" without a KV config).
-	engineID   string
-	storeExtra map[string]any
-	hasStore   bool
+	engineID string
+	// postInitErr is what VllmConfig.__post_init__ raises about the KV connector
+	// (vllmconfig.go), in create_engine_config once the ParallelConfig is built.
+	postInitErr error
+	storeExtra  map[string]any
+	hasStore    bool
 	// slot numbers this command's host-local rendezvous addresses.
 	slot int
 	// nprocs counts the processes planned for this command (see maxProcessesPerCommand).
@@ -81,6 +84,14 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	if b := args.DistributedExecutorBackend; b != nil && *b == "external_launcher" {
 		return nil, fmt.Errorf("--distributed-executor-backend external_launcher runs under torchrun: %w", errNotSimulated)
 	}
+	// VllmConfig.__post_init__ decides the connector every process of the command runs (a
+	// --kv-offloading-size one included) and what the front end raises resolving it.
+	kv, err := kvOffloadingConnector(args, envMap)
+	if err == nil {
+		args.KVTransfer = kv
+		err = postInitConnector(args, kv, envMap)
+	}
+	cp.postInitErr = err
 	cp.engineID = baseEngineID(args.KVTransfer, cp.opts.Seed, cp.node.Host, cp.cmd)
 	cp.storeExtra, cp.hasStore = args.KVTransfer.mooncakeStoreExtra()
 
@@ -186,6 +197,9 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 	id := cp.id(report.RoleAPIServer, index)
 	// run_multi_api_server sets _api_process_count to the API server count; run_server keeps 1.
 	pc, err := createEngineConfig(cp.engineInput(a, false, apiCount))
+	if err == nil {
+		err = cp.postInitErr
+	}
 	if err != nil {
 		return cp.crashed(id, parent, report.RoleAPIServer, nil, StageConfig, err)
 	}

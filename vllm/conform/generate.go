@@ -284,13 +284,16 @@ var kvEventsConfigs = []string{
 }
 
 // kvConfigs are the connector configurations a deployment may use: the Mooncake store connector
-// alone, with a lookup port, with lookups off, inside a MultiConnector, and one without Mooncake.
+// alone, with a lookup port, with lookups off, inside a MultiConnector (after a child without HMA
+// support, where VllmConfig.__post_init__ stops asking), and two without Mooncake.
 var kvConfigs = []string{
 	mooncakeKV,
 	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7788}}'`,
 	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_consumer","kv_connector_extra_config":{"enable_lookup":false}}'`,
 	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"},{"kv_connector":"NixlConnector","kv_role":"kv_both"}]}}'`,
 	`'{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"fixed-engine"}'`,
+	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}]}}'`,
+	`'{"kv_connector":"NixlPushConnector","kv_role":"kv_producer"}'`,
 }
 
 // nodeEnvs are node environments that change what identity reads: the ipc base path, the host
@@ -649,6 +652,8 @@ var invalidLaunches = []string{
 	"-tp 4 -dp 2 --nnodes 3 --node-rank 1 --headless",
 	"-tp 2 -pp 2 -dcp 4",
 	"-tp 2 -dp 2 --data-parallel-external-lb --data-parallel-rank 1 --data-parallel-size-local 1",
+	// Dotted keys replace the whole JSON: no connector is named, which VllmConfig refuses.
+	"-tp 2 --kv-transfer-config.kv_role kv_both",
 }
 
 func genInvalid(g *gen) {

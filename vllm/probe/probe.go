@@ -12,6 +12,10 @@
 //   - EngineArgs.create_engine_config from its start through ParallelConfig(...) with its
 //     validators and properties (the cut is the next step, create_speculative_config); the
 //     model config it would load from Hugging Face is a stand-in whose is_moe is the scenario's;
+//     then VllmConfig.__post_init__'s KV connector part (kvconfig.py: _post_init_kv_transfer_config,
+//     KVConnectorFactory.supports_hma_config without --disable-hybrid-kv-cache-manager,
+//     _verify_kv_transfer_compat), the registered connector classes read from their source as
+//     stand-ins that subclass SupportsHMA when the real ones do;
 //   - launch_core_engines, CoreEngineProcManager, wait_for_engine_startup (its checks of every
 //     engine's HELLO, remote ones included: a second pass feeds each front end the messages of
 //     the engines other commands start), EngineCoreProc.run_engine_core, the handshakes,
@@ -19,8 +23,9 @@
 //     its executor, MultiprocExecutor._init_executor (worker ranks) and UniProcExecutor;
 //   - every worker through Worker.init_device and init_worker_distributed_environment to
 //     torch.distributed.init_process_group (the torch world's address, size and rank; it stops
-//     there), then ensure_kv_transfer_initialized's engine_id sync over stood-in TP/PP groups and
-//     the Mooncake store connector's identity (get_zmq_rpc_path_lookup: DP index and lookup path;
+//     there), then ensure_kv_transfer_initialized's engine_id sync over stood-in TP/PP groups,
+//     KVConnectorFactory.create_connector's class and HMA checks (the class built is the
+//     stand-in: no connector constructor runs), and the Mooncake store connector's identity (get_zmq_rpc_path_lookup: DP index and lookup path;
 //     get_requester_local_hostname(get_ip()): the segment host; the lookup server on rank 0);
 //     the scheduler side of each engine core likewise.
 //

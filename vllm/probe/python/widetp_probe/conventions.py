@@ -322,6 +322,10 @@ class ModelConfigStandIn:
         self.is_diffusion = False
         self.architectures = []
         self.architecture = ""
+        # ModelConfig.__post_init__ turns the cumem allocator on for sleep mode on CUDA.
+        self.enable_cumem_allocator = bool(
+            getattr(engine_args, "enable_cumem_allocator", False) or getattr(engine_args, "enable_sleep_mode", False)
+        )
 
     def get_sliding_window(self):
         return None

@@ -41,6 +41,7 @@ import sys
 import traceback
 
 from . import conventions
+from . import kvconfig
 from . import torch_standin
 from . import zmq_standin
 from .standins import StandIn
@@ -497,6 +498,7 @@ def worker_connector(proc):
         if src is not None:
             proc.connector["engine_id_from_world_rank"] = src
         kv.engine_id = proc.connector["engine_id"]
+    kvconfig.create_worker_connector(cfg)
     view, mkv = _mooncake_view(cfg, kv)
     if view is None:
         return
@@ -809,6 +811,9 @@ def patch_vllm(model):
             real_create(self, usage_context=usage_context, headless=headless)
         except _ConfigBuilt as built:
             cfg = conventions.VllmConfigStandIn(built.pc, self, model)
+            # VllmConfig(...) itself, past the cut: its __post_init__'s KV connector part, which
+            # raises out of create_engine_config as any other config error.
+            kvconfig.post_init(cfg, self)
             if CURRENT is not None:
                 CURRENT.config = cfg
             pc = built.pc

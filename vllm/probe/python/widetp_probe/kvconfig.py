@@ -1,0 +1,162 @@
+"""The KV connector part of VllmConfig.__post_init__, which the probe's cut at ParallelConfig
+would otherwise skip (vllm/config/vllm.py): vLLM's own ``_post_init_kv_transfer_config``
+(--kv-offloading-size makes a connector), the hybrid KV cache manager block's
+``KVConnectorFactory.supports_hma_config`` (it loads the connector's class: an unknown name, an
+empty module path or a MultiConnector child that does not validate fails the front end), and
+``_verify_kv_transfer_compat``. Only the connector classes are stood in: each registered class is
+read from its module's source instead of imported (those modules import the connector's own
+packages), as a class that subclasses SupportsHMA exactly when the real one does; a class from
+kv_connector_module_path is taken to import and to lack SupportsHMA (the model's assumption).
+"""
+
+import ast
+import os
+import types
+
+from .standins import StandIn
+
+_HMA_CACHE = {}
+
+
+def _module_file(vllm_root, module):
+    parts = module.split(".")
+    if parts[0] != "vllm":
+        return None
+    base = os.path.join(vllm_root, *parts[1:])
+    if os.path.isfile(base + ".py"):
+        return base + ".py"
+    init = os.path.join(base, "__init__.py")
+    return init if os.path.isfile(init) else None
+
+
+def _resolve_relative(module, level, target, is_package):
+    if level == 0:
+        return target
+    parts = module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        parts = parts[: len(parts) - (level - 1)]
+    return ".".join(parts + ([target] if target else []))
+
+
+def _supports_hma(vllm_root, module, name, depth=0):
+    """Whether class ``name`` of ``module`` subclasses SupportsHMA, following the module's class
+    statements, plain aliases (X = Y) and from-imports; a name bound any other way (a call) is
+    taken not to."""
+    key = (module, name)
+    if key in _HMA_CACHE:
+        return _HMA_CACHE[key]
+    if name == "SupportsHMA":
+        return True
+    if depth > 8:
+        return False
+    path = _module_file(vllm_root, module)
+    result = False
+    if path is not None:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        is_package = path.endswith("__init__.py")
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                result = any(
+                    isinstance(b, ast.Name) and _supports_hma(vllm_root, module, b.id, depth + 1)
+                    for b in node.bases
+                )
+                break
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                if isinstance(node.value, ast.Name):
+                    result = _supports_hma(vllm_root, module, node.value.id, depth + 1)
+                break
+            if isinstance(node, ast.ImportFrom):
+                hit = [a for a in node.names if (a.asname or a.name) == name]
+                if hit:
+                    src = _resolve_relative(module, node.level, node.module, is_package)
+                    result = _supports_hma(vllm_root, src, hit[0].name, depth + 1)
+                    break
+    _HMA_CACHE[key] = result
+    return result
+
+
+def _stand_in_registry():
+    """KVConnectorFactory's registry with source-read stand-in classes (done once)."""
+    from vllm.distributed.kv_transfer.kv_connector import factory
+
+    try:
+        from vllm.distributed.kv_transfer.kv_connector.v1.base import SupportsHMA
+    except ImportError:
+        return  # a vLLM before HMA: nothing asks a class whether it supports it
+    import vllm
+
+    registry = factory.KVConnectorFactory._registry
+    if getattr(factory.KVConnectorFactory, "_widetp_stood_in", False):
+        return
+    vllm_root = os.path.dirname(os.path.abspath(vllm.__file__))
+    for name, loader in list(registry.items()):
+        free = dict(zip(loader.__code__.co_freevars, (c.cell_contents for c in loader.__closure__ or ())))
+        module_path, class_name = free.get("module_path"), free.get("class_name")
+        if module_path is None or class_name is None:
+            continue
+        # Read when asked for, as the real loader imports when asked for.
+        registry[name] = lambda m=module_path, c=class_name: _connector_class(c, _supports_hma(vllm_root, m, c), SupportsHMA)
+
+    def import_module(path):
+        # A connector of kv_connector_module_path: importable, its class without SupportsHMA.
+        mod = types.ModuleType(path)
+        mod.__getattr__ = lambda attr: _connector_class(attr, False, SupportsHMA)
+        return mod
+
+    factory.importlib = types.SimpleNamespace(import_module=import_module)
+    factory.KVConnectorFactory._widetp_stood_in = True
+
+
+def _connector_class(name, hma, supports_hma):
+    def __init__(self, vllm_config, role, kv_cache_config):
+        pass
+
+    ns = {"__init__": __init__}
+    if hma:
+        # SupportsHMA is an ABC: the stand-in implements its abstract methods as no-ops.
+        for m in getattr(supports_hma, "__abstractmethods__", ()):
+            ns[m] = lambda self, *a, **k: None
+    return type(name, (supports_hma,) if hma else (object,), ns)
+
+
+def post_init(cfg, engine_args):
+    """Run the KV connector part of VllmConfig.__post_init__ on the probe's config stand-in. A
+    vLLM without a step (an older one) skips it, as its own __post_init__ would."""
+    from vllm.config.vllm import VllmConfig
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
+    _stand_in_registry()
+    cfg.cache_config = StandIn()
+    cfg.cache_config.kv_offloading_size = getattr(engine_args, "kv_offloading_size", None)
+    cfg.cache_config.kv_offloading_backend = getattr(engine_args, "kv_offloading_backend", "native")
+    step = getattr(VllmConfig, "_post_init_kv_transfer_config", None)
+    if step is not None:
+        step(cfg)
+    # The HMA block: with no preference, a connector whose class lacks SupportsHMA turns the
+    # manager off (CUDA supports it, and the stood-in model has no chunked local attention).
+    disable = getattr(engine_args, "disable_hybrid_kv_cache_manager", None)
+    supports = getattr(KVConnectorFactory, "supports_hma_config", None)
+    if disable is None and cfg.kv_transfer_config is not None and supports is not None:
+        if not supports(cfg.kv_transfer_config):
+            disable = True
+    cfg.scheduler_config = StandIn()
+    cfg.scheduler_config.disable_hybrid_kv_cache_manager = bool(disable)
+    step = getattr(VllmConfig, "_verify_kv_transfer_compat", None)
+    if step is not None:
+        step(cfg)
+
+
+def create_worker_connector(cfg):
+    """KVConnectorFactory.create_connector as ensure_kv_transfer_initialized calls it in a worker:
+    the class (get_connector_class) and the HMA check run for real; the class built is the
+    stand-in. Only for a factory with the HMA check (older ones build with another signature)."""
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+    from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
+
+    if getattr(KVConnectorFactory, "supports_hma_config", None) is None:
+        return
+    _stand_in_registry()
+    KVConnectorFactory.create_connector(config=cfg, role=KVConnectorRole.WORKER, kv_cache_config=None)

@@ -1,0 +1,360 @@
+package vllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The KV connector part of VllmConfig.__post_init__ (vllm/config/vllm.py), which
+// create_engine_config runs in every front end (API server, headless launcher) once its
+// ParallelConfig is built: _post_init_kv_transfer_config turns --kv-offloading-size into a
+// connector, the hybrid KV cache manager (HMA) block resolves the connector's class through
+// KVConnectorFactory.supports_hma_config when --disable-hybrid-kv-cache-manager was not given,
+// and _verify_kv_transfer_compat refuses a connector under
+// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True. Engine cores and workers get the resulting
+// config from their front end; the connector classes are built in them later
+// (KVConnectorFactory.create_connector, workerConnectorError).
+
+// registeredConnectors are the names vllm/distributed/kv_transfer/kv_connector/factory.py
+// registers, each with whether its class subclasses SupportsHMA
+// (vllm/distributed/kv_transfer/kv_connector/v1/base.py supports_hma). NixlConnector is an alias
+// of NixlPullConnector; both NIXL classes derive from NixlBaseConnector, which supports HMA.
+// LMCacheMPConnector is the lmcache package's class when it is installed, else
+// LMCacheMPConnectorUpstream: neither supports HMA. MultiConnector supports HMA when every child
+// does (MultiConnector.all_children_support_hma). One vLLM's registry serves every profile.
+var registeredConnectors = map[string]bool{
+	"ExampleConnector":             false,
+	"ExampleHiddenStatesConnector": true,
+	"LMCacheConnectorV1":           false,
+	"LMCacheMPConnector":           false,
+	"NixlConnector":                true,
+	"NixlPullConnector":            true,
+	"NixlPushConnector":            true,
+	multiConnectorName:             true,
+	"MoRIIOConnector":              false,
+	offloadingConnectorName:        true,
+	"DecodeBenchConnector":         true,
+	mooncakeConnectorName:          true,
+	MooncakeStoreConnectorName:     true,
+	"FlexKVConnectorV1":            false,
+	"SimpleCPUOffloadConnector":    true,
+	"HF3FSKVConnector":             false,
+}
+
+// RegisteredConnectors lists the connector names the model's KVConnectorFactory knows, sorted.
+func RegisteredConnectors() []string {
+	out := make([]string, 0, len(registeredConnectors))
+	for n := range registeredConnectors {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// hybridKVCacheManager is --disable-hybrid-kv-cache-manager as argparse leaves it: nil when
+// neither it nor --no-disable-hybrid-kv-cache-manager was given (SchedulerConfig's None), else
+// whether the manager is disabled (the last of the two wins).
+func hybridKVCacheManager(a *ServeArgs) *bool {
+	const flag = "--disable-hybrid-kv-cache-manager"
+	if !a.hasOther(flag) && !a.hasOther("--no-"+strings.TrimPrefix(flag, "--")) {
+		return nil
+	}
+	v := a.boolFlag(flag)
+	return &v
+}
+
+// connectorModulePath is kv_connector_module_path: nil when unset or null.
+func (k *KVTransferConfig) connectorModulePath() *string {
+	if k == nil {
+		return nil
+	}
+	s, ok := k.Raw["kv_connector_module_path"].(string)
+	if !ok {
+		return nil
+	}
+	return &s
+}
+
+// connectorClass is KVConnectorFactory.get_connector_class: whether the class it loads supports
+// HMA, or what it raises. A class from kv_connector_module_path is taken to import and to lack
+// SupportsHMA: an out-of-tree connector the scenario cannot show, written before HMA.
+func connectorClass(k *KVTransferConfig) (hma bool, err error) {
+	if k.Connector == "" {
+		return false, valueError("Connector name is not set in KVTransferConfig")
+	}
+	if p := k.connectorModulePath(); p != nil {
+		if *p == "" {
+			return false, valueError("kv_connector_module_path cannot be an empty string.")
+		}
+		return false, nil
+	}
+	hma, ok := registeredConnectors[k.Connector]
+	if !ok {
+		return false, valueError("Unsupported connector type: %s", k.Connector)
+	}
+	return hma, nil
+}
+
+// supportsHMAConfig is KVConnectorFactory.supports_hma_config: the class is loaded first (its
+// errors), then a MultiConnector asks its children in order (all_children_support_hma), each
+// turned into a KVTransferConfig with the parent's engine_id, and stops at the first child that
+// does not support HMA: later children are not looked at.
+func supportsHMAConfig(k *KVTransferConfig) (bool, error) {
+	hma, err := connectorClass(k)
+	if err != nil || k.Connector != multiConnectorName {
+		return hma, err
+	}
+	raw := k.ExtraConfig["connectors"]
+	if !pyTruthy(raw) {
+		return false, nil
+	}
+	var children []any
+	switch v := raw.(type) {
+	case []any:
+		children = v
+	case map[string]any:
+		// Iterating a dict gives its keys, strings: none is a mapping.
+		for key := range v {
+			children = append(children, key)
+		}
+		sort.Slice(children, func(i, j int) bool { return children[i].(string) < children[j].(string) })
+	case string:
+		for _, r := range v {
+			children = append(children, string(r))
+		}
+	default:
+		// A number or true: for ... in raises.
+		return false, &PyError{Type: "TypeError", Msg: fmt.Sprintf("'%s' object is not iterable", pyTypeName(v))}
+	}
+	for _, c := range children {
+		m, ok := c.(map[string]any)
+		if !ok {
+			// {"engine_id": ..., **conn_config}: a dict display unpacks only a mapping.
+			return false, &PyError{Type: "TypeError", Msg: fmt.Sprintf("'%s' object is not a mapping", pyTypeName(c))}
+		}
+		merged := map[string]any{}
+		if k.EngineID != nil {
+			merged["engine_id"] = *k.EngineID
+		} else {
+			merged["engine_id"] = nil
+		}
+		for key, v := range m {
+			merged[key] = v
+		}
+		if err := unexpectedKVFields(merged); err != nil {
+			return false, err
+		}
+		child, err := kvTransferFromMap(merged)
+		if err != nil {
+			return false, pydanticError(err)
+		}
+		ok, err = supportsHMAConfig(child)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// unexpectedKVFields is pydantic's refusal of keyword arguments KVTransferConfig has no field
+// for, one error each (sorted: a Go map keeps no order).
+func unexpectedKVFields(m map[string]any) error {
+	ref, ok := flagIndexOf(EntrypointServe).index["--kv-transfer-config"]
+	if !ok {
+		return nil
+	}
+	fields := ref.spec.opt.Fields
+	var errs []string
+	for k := range m {
+		if i := sort.SearchStrings(fields, k); i == len(fields) || fields[i] != k {
+			errs = append(errs, k+": Unexpected keyword argument [input_value="+pydanticRepr(m[k])+"]")
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.Strings(errs)
+	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("KVTransferConfig", errs)}
+}
+
+// pydanticError is a KVTransferConfig validation failure raised outside argparse: the
+// ValidationError itself, not argparse's exit.
+func pydanticError(err error) error {
+	if ae, ok := err.(*ArgError); ok {
+		return &PyError{Type: "pydantic_core.ValidationError", Msg: ae.Reason}
+	}
+	return err
+}
+
+// kvOffloadingConnector is VllmConfig._post_init_kv_transfer_config: with --kv-offloading-size
+// the connector is the offloading backend's (native: OffloadingConnector, or
+// SimpleCPUOffloadConnector under VLLM_USE_SIMPLE_KV_OFFLOAD; lmcache: LMCacheMPConnector) with
+// kv_role kv_both, in the --kv-transfer-config given (its engine_id and other fields kept) or a
+// new one. It returns kv unchanged without --kv-offloading-size.
+func kvOffloadingConnector(a *ServeArgs, env map[string]string) (*KVTransferConfig, error) {
+	kv := a.KVTransfer
+	if !a.optionalValue("--kv-offloading-size") {
+		return kv, nil
+	}
+	size, err := strconv.ParseFloat(a.lastOther("--kv-offloading-size"), 64)
+	if err != nil {
+		return kv, nil // argparse's float() already refused it
+	}
+	out := &KVTransferConfig{Raw: map[string]any{}}
+	if kv != nil {
+		c := *kv
+		out = &c
+		out.Raw = copyMap(kv.Raw)
+		out.ExtraConfig = copyMap(kv.ExtraConfig)
+	}
+	backend := a.lastOther("--kv-offloading-backend")
+	if backend == "" {
+		backend = "native" // CacheConfig.kv_offloading_backend
+	}
+	switch backend {
+	case "native":
+		simple, err := envInt(env, "VLLM_USE_SIMPLE_KV_OFFLOAD", 0)
+		if err != nil {
+			return kv, err
+		}
+		out.Connector = offloadingConnectorName
+		if simple != 0 {
+			out.Connector = "SimpleCPUOffloadConnector"
+		}
+		if out.ExtraConfig == nil {
+			out.ExtraConfig = map[string]any{}
+		}
+		out.ExtraConfig["cpu_bytes_to_use"] = json.Number(strconv.FormatFloat(size*(1<<30), 'f', -1, 64))
+	case "lmcache":
+		out.Connector = "LMCacheMPConnector"
+	}
+	out.Role = "kv_both"
+	out.Raw["kv_connector"], out.Raw["kv_role"] = out.Connector, out.Role
+	if out.ExtraConfig != nil {
+		out.Raw["kv_connector_extra_config"] = out.ExtraConfig
+	}
+	return out, nil
+}
+
+func copyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// envInt is int(os.getenv(name, default)) as envs.py reads it: int() strips whitespace and
+// refuses anything else with ValueError.
+func envInt(env map[string]string, name string, def int) (int, error) {
+	v, ok := env[name]
+	if !ok {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, valueError("invalid literal for int() with base 10: %s", pyRepr(v))
+	}
+	return n, nil
+}
+
+// postInitConnector is the rest of the KV connector part of VllmConfig.__post_init__, on the
+// config kvOffloadingConnector returned: the HMA block (supports_hma_config when
+// --disable-hybrid-kv-cache-manager was not given: an unknown connector, an empty module path or
+// a MultiConnector child that does not validate fail the front end here), then
+// _verify_kv_transfer_compat.
+func postInitConnector(a *ServeArgs, kv *KVTransferConfig, env map[string]string) error {
+	if kv != nil && hybridKVCacheManager(a) == nil {
+		if _, err := supportsHMAConfig(kv); err != nil {
+			return err
+		}
+	}
+	if kv == nil || kv.Connector == "" {
+		return nil
+	}
+	if !strings.Contains(env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True") {
+		return nil
+	}
+	// ModelConfig turns the cumem allocator on for sleep mode on CUDA.
+	if a.boolFlag("--enable-cumem-allocator") || a.boolFlag("--enable-sleep-mode") {
+		return nil
+	}
+	return valueError("KV connector %s is incompatible with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless enable_cumem_allocator is also enabled. "+
+		"PyTorch's CUDA VMM allocator can remap KV cache virtual addresses to different physical pages, invalidating any pinned/registered KV memory "+
+		"(e.g. IB memory regions registered by NIXL or Mooncake). Either unset expandable_segments:True or enable the cumem allocator "+
+		"(sleep mode does this automatically and also routes KV allocations through CuMemAllocator's pool, where expandable_segments is automatically disabled).",
+		kv.Connector)
+}
+
+// workerConnectorError is what KVConnectorFactory.create_connector raises in a worker (the first
+// process to build the connector, at its KV cache init) when the front end did not resolve the
+// class already: with --disable-hybrid-kv-cache-manager given either way, the class is loaded
+// here (an unknown name fails now), and with the manager enabled (--no-disable-...) a connector
+// without HMA support is refused.
+func workerConnectorError(a *ServeArgs, kv *KVTransferConfig) error {
+	if !kv.buildsConnector() {
+		return nil
+	}
+	disabled := hybridKVCacheManager(a)
+	if disabled == nil {
+		return nil // VllmConfig.__post_init__ resolved it in the front end
+	}
+	if _, err := connectorClass(kv); err != nil {
+		return err
+	}
+	if *disabled {
+		return nil
+	}
+	hma, err := supportsHMAConfig(kv)
+	if err != nil {
+		return err
+	}
+	if !hma {
+		return valueError("Connector %s does not support HMA but HMA is enabled. Please set `--disable-hybrid-kv-cache-manager`.", connectorClassName(kv))
+	}
+	return nil
+}
+
+// connectorClassName is connector_cls.__name__: NixlConnector's class is NixlPullConnector,
+// LMCacheMPConnector's the upstream class without the lmcache package; a module path's class is
+// the kv_connector name itself.
+func connectorClassName(kv *KVTransferConfig) string {
+	if kv.connectorModulePath() != nil {
+		return kv.Connector
+	}
+	switch kv.Connector {
+	case nixlConnectorName:
+		return "NixlPullConnector"
+	case "LMCacheMPConnector":
+		return "LMCacheMPConnectorUpstream"
+	}
+	return kv.Connector
+}
+
+// workerConnectorError is what building the KV connector raises in a worker, in
+// KVConnectorFactory.create_connector's order: the class and the HMA check (workerConnectorError),
+// then a MultiConnector's children (connectorInitError). The connector classes' own constructors
+// are not modelled (NIXL's worker refuses a kv_consumer split into pipeline stages, its push
+// scheduler bidirectional transfer): the probe builds stand-in classes, so a vllm plan cannot
+// show them, and the model follows the probe.
+func (cp *cmdPlanner) workerConnectorError() error {
+	kv := cp.args.KVTransfer
+	if err := workerConnectorError(cp.args, kv); err != nil {
+		return err
+	}
+	return kv.connectorInitError()
+}
+
+// isNIXL is whether a connector name loads a NIXL connector: NixlConnector (the pull connector's
+// old name), NixlPullConnector or NixlPushConnector, every one a NixlBaseConnector
+// (vllm/distributed/kv_transfer/kv_connector/v1/nixl/connector.py) whose scheduler listens for
+// handshakes.
+func isNIXL(name string) bool {
+	return name == nixlConnectorName || name == "NixlPullConnector" || name == "NixlPushConnector"
+}

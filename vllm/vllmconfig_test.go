@@ -1,0 +1,136 @@
+package vllm
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/widetp/widetp/report"
+)
+
+// The KV connector part of VllmConfig.__post_init__ (vllm/config/vllm.py) and of
+// KVConnectorFactory.create_connector (vllm/distributed/kv_transfer/kv_connector/factory.py):
+// which connector a command runs and where resolving its class fails.
+
+func healthy(t *testing.T, procs []report.Process) {
+	t.Helper()
+	for _, p := range procs {
+		if p.Crashed() {
+			t.Errorf("%s crashed: %s", p.ID, exitText(p))
+		}
+	}
+}
+
+func TestKVOffloadingSizeMakesTheConnector(t *testing.T) {
+	// VllmConfig._post_init_kv_transfer_config: --kv-offloading-size picks the backend's
+	// connector, kv_role kv_both, in the given config or a new one (whose uuid4 engine_id every
+	// process of the command then shares).
+	procs := predict(t, false, "main", node("h", "vllm serve org/M -tp 2 --kv-offloading-size 10"))
+	healthy(t, procs)
+	w := get(t, procs, "h/0/engine-core-0/worker-1")
+	if w.EngineID == "" || w.EngineID != get(t, procs, "h/0/engine-core-0").EngineID {
+		t.Errorf("worker engine_id %q, engine core %q: want the offloading connector's", w.EngineID, get(t, procs, "h/0/engine-core-0").EngineID)
+	}
+	if w := get(t, predict(t, false, "main", node("h", "vllm serve org/M -tp 2")), "h/0/engine-core-0/worker-1"); w.EngineID != "" {
+		t.Errorf("without a connector the worker has engine_id %q", w.EngineID)
+	}
+	// The given config keeps its engine_id; its connector is replaced.
+	procs = predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --kv-offloading-size 2 --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_producer","engine_id":"e1"}'`))
+	healthy(t, procs)
+	if ec := get(t, procs, "h/0/engine-core-0"); ec.EngineID != "e1" || hasAddress(ec, "nixl-side-channel") {
+		t.Errorf("engine core %q with NIXL addresses %v: want engine_id e1 and the offloading connector only", ec.EngineID, hasAddress(ec, "nixl-side-channel"))
+	}
+	// envs.VLLM_USE_SIMPLE_KV_OFFLOAD is int() of its value, read only for the native backend.
+	procs = predict(t, false, "main", node("h", "VLLM_USE_SIMPLE_KV_OFFLOAD=yes vllm serve org/M --kv-offloading-size 4"))
+	crashedWith("h/0/api-server-0", "ValueError: invalid literal for int() with base 10: 'yes'")(t, procs)
+	healthy(t, predict(t, false, "main", node("h", "VLLM_USE_SIMPLE_KV_OFFLOAD=yes vllm serve org/M --kv-offloading-size 4 --kv-offloading-backend lmcache")))
+}
+
+func TestAConnectorClassIsResolvedByTheFrontEnd(t *testing.T) {
+	// With no --disable-hybrid-kv-cache-manager, VllmConfig.__post_init__ asks
+	// KVConnectorFactory.supports_hma_config, which loads the class: an unregistered name fails
+	// create_engine_config in every front end, the headless launcher's included.
+	for _, name := range []string{"FooConnector", "SharedStorageConnector", "P2pNcclConnector"} {
+		kv := `--kv-transfer-config '{"kv_connector":"` + name + `","kv_role":"kv_both"}'`
+		procs := predict(t, false, "main",
+			node("h0", "vllm serve org/M -tp 4 -dp 4 -dpl 2 --data-parallel-address h0 --data-parallel-rpc-port 13345 "+kv),
+			node("h1", "vllm serve org/M -tp 4 -dp 4 -dpl 2 --data-parallel-start-rank 2 --headless --data-parallel-address h0 --data-parallel-rpc-port 13345 "+kv))
+		crashedWith("h0/0/api-server-0", "ValueError: Unsupported connector type: "+name)(t, procs)
+		crashedWith("h1/0/headless-0", "ValueError: Unsupported connector type: "+name)(t, procs)
+	}
+	// Given the preference either way, the class is first loaded where the connector is built:
+	// every worker (ensure_kv_transfer_initialized), before its engine's scheduler.
+	procs := predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"FooConnector","kv_role":"kv_both"}'`))
+	if a := get(t, procs, "h/0/api-server-0"); a.Exit != nil && strings.Contains(a.Exit.Error, "Unsupported connector") {
+		t.Errorf("the front end resolved the class although the preference was given: %s", exitText(a))
+	}
+	crashedWith("h/0/engine-core-0/worker-1", "ValueError: Unsupported connector type: FooConnector")(t, procs)
+	// A class from kv_connector_module_path is the user's: it imports; an empty path does not.
+	healthy(t, predict(t, false, "main", node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"MyConnector","kv_role":"kv_both","kv_connector_module_path":"my.connectors"}'`)))
+	crashedWith("h/0/api-server-0", "ValueError: kv_connector_module_path cannot be an empty string.")(t,
+		predict(t, false, "main", node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_module_path":""}'`)))
+}
+
+func TestMultiConnectorChildrenAreAskedUntilOneLacksHMA(t *testing.T) {
+	// MultiConnector.all_children_support_hma builds each child's KVTransferConfig in order and
+	// stops at the first whose class lacks SupportsHMA (LMCacheConnectorV1): a bad child after it
+	// is only met by the workers, one before it fails the front end.
+	multi := func(children string) string {
+		return `vllm serve org/M --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[` + children + `]}}'`
+	}
+	healthy(t, predict(t, false, "main", node("h", multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`))))
+	crashedWith("h/0/api-server-0", "ValueError: Unsupported connector type: Bar")(t,
+		predict(t, false, "main", node("h", multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`))))
+	crashedWith("h/0/api-server-0", "TypeError: 'str' object is not a mapping")(t,
+		predict(t, false, "main", node("h", multi(`"NixlConnector"`))))
+	crashedWith("h/0/api-server-0", "pydantic_core.ValidationError: 1 validation error for KVTransferConfig: foo: Unexpected keyword argument [input_value=1]")(t,
+		predict(t, false, "main", node("h", multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`))))
+}
+
+func TestExpandableSegmentsRefuseAConnector(t *testing.T) {
+	// VllmConfig._verify_kv_transfer_compat: a KV connector under
+	// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True needs the cumem allocator, which sleep mode
+	// turns on (vllm/config/model.py).
+	const env = "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+	const kv = ` --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'`
+	crashedWith("h/0/api-server-0", "ValueError: KV connector NixlConnector is incompatible with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True")(t,
+		predict(t, false, "main", node("h", env+"vllm serve org/M"+kv)))
+	crashedWith("h/0/api-server-0", "ValueError: KV connector OffloadingConnector is incompatible")(t,
+		predict(t, false, "main", node("h", env+"vllm serve org/M --kv-offloading-size 1")))
+	healthy(t, predict(t, false, "main", node("h", env+"vllm serve org/M --enable-sleep-mode"+kv)))
+	healthy(t, predict(t, false, "main", node("h", env+"vllm serve org/M --enable-cumem-allocator"+kv)))
+	healthy(t, predict(t, false, "main", node("h", env+"vllm serve org/M")))
+}
+
+func TestHMAEnabledRefusesAConnectorWithoutIt(t *testing.T) {
+	// --no-disable-hybrid-kv-cache-manager: create_connector refuses a class without SupportsHMA
+	// in every worker; NIXL's supports it.
+	crashedWith("h/0/engine-core-0/worker-0", "ValueError: Connector LMCacheConnectorV1 does not support HMA but HMA is enabled.")(t,
+		predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --no-disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'`)))
+	healthy(t, predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --no-disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"NixlPushConnector","kv_role":"kv_both"}'`)))
+}
+
+func TestNIXLPullAndPushAreNIXL(t *testing.T) {
+	// vllm/distributed/kv_transfer/kv_connector/v1/nixl/connector.py: NixlConnector is
+	// NixlPullConnector; both it and NixlPushConnector are NixlBaseConnectors, whose scheduler
+	// listens for handshakes at VLLM_NIXL_SIDE_CHANNEL_PORT + data_parallel_index
+	// (base_scheduler.py).
+	for _, name := range []string{"NixlConnector", "NixlPullConnector", "NixlPushConnector"} {
+		procs := predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --kv-transfer-config '{"kv_connector":"`+name+`","kv_role":"kv_producer"}'`))
+		healthy(t, procs)
+		if ec := get(t, procs, "h/0/engine-core-0"); !hasAddress(ec, "nixl-side-channel") {
+			t.Errorf("%s: the engine core has no NIXL side channel", name)
+		}
+	}
+	if ec := get(t, predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_producer"}'`)), "h/0/engine-core-0"); hasAddress(ec, "nixl-side-channel") {
+		t.Errorf("LMCache's engine core listens on a NIXL side channel")
+	}
+}
+
+func hasAddress(p report.Process, channel string) bool {
+	for _, a := range p.Addresses {
+		if a.Channel == channel {
+			return true
+		}
+	}
+	return false
+}
