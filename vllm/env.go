@@ -45,15 +45,11 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 		visibleDevices:    -1,
 	}
 	intVar := func(name string, def int) (int, error) {
-		v, ok := env[name]
-		if !ok {
-			return def, nil
-		}
-		n, err := pyInt(v)
+		n, err := envInt(env, name, def)
 		if err != nil {
 			// ParallelConfig.__post_init__ reads them (the offline DP fallback; the DP master
 			// ports' reserved range), so pydantic wraps the ValueError.
-			return 0, validationError("ParallelConfig", "invalid literal for int() with base 10: %s", pyRepr(v))
+			return 0, validationError("ParallelConfig", "invalid literal for int() with base 10: %s", pyRepr(env[name]))
 		}
 		return n, nil
 	}

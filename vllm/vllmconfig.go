@@ -3,6 +3,7 @@ package vllm
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -207,8 +208,8 @@ func kvOffloadingConnector(a *ServeArgs, env map[string]string) (*KVTransferConf
 	if kv != nil {
 		c := *kv
 		out = &c
-		out.Raw = copyMap(kv.Raw)
-		out.ExtraConfig = copyMap(kv.ExtraConfig)
+		out.Raw = maps.Clone(kv.Raw)
+		out.ExtraConfig = maps.Clone(kv.ExtraConfig)
 	}
 	backend := a.lastOther("--kv-offloading-backend")
 	if backend == "" {
@@ -239,25 +240,14 @@ func kvOffloadingConnector(a *ServeArgs, env map[string]string) (*KVTransferConf
 	return out, nil
 }
 
-func copyMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-// envInt is int(os.getenv(name, default)) as envs.py reads it: int() strips whitespace and
+// envInt is int(os.getenv(name, default)) as envs.py reads it: Python's int() of the text, which
 // refuses anything else with ValueError.
 func envInt(env map[string]string, name string, def int) (int, error) {
 	v, ok := env[name]
 	if !ok {
 		return def, nil
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(v))
+	n, err := pyInt(v)
 	if err != nil {
 		return 0, valueError("invalid literal for int() with base 10: %s", pyRepr(v))
 	}
