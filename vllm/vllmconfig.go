@@ -23,9 +23,10 @@ import (
 // registers, each with whether its class subclasses SupportsHMA
 // (vllm/distributed/kv_transfer/kv_connector/v1/base.py supports_hma). NixlConnector is an alias
 // of NixlPullConnector; both NIXL classes derive from NixlBaseConnector, which supports HMA.
-// LMCacheMPConnector is the lmcache package's class when it is installed, else
-// LMCacheMPConnectorUpstream: neither supports HMA. MultiConnector supports HMA when every child
-// does (MultiConnector.all_children_support_hma). One vLLM's registry serves every profile.
+// LMCacheMPConnector is the lmcache package's class when it is installed (as the model takes
+// it), else LMCacheMPConnectorUpstream: taken not to support HMA, as the upstream class does not.
+// MultiConnector supports HMA when every child does (MultiConnector.all_children_support_hma).
+// One vLLM's registry serves every profile.
 var registeredConnectors = map[string]bool{
 	"ExampleConnector":             false,
 	"ExampleHiddenStatesConnector": true,
@@ -311,18 +312,12 @@ func workerConnectorError(a *ServeArgs, kv *KVTransferConfig) error {
 	return nil
 }
 
-// connectorClassName is connector_cls.__name__: NixlConnector's class is NixlPullConnector,
-// LMCacheMPConnector's the upstream class without the lmcache package; a module path's class is
-// the kv_connector name itself.
+// connectorClassName is connector_cls.__name__: NixlConnector's class is NixlPullConnector;
+// LMCacheMPConnector's is the lmcache package's class of that name (the package taken to be
+// installed); a module path's class is the kv_connector name itself.
 func connectorClassName(kv *KVTransferConfig) string {
-	if kv.connectorModulePath() != nil {
-		return kv.Connector
-	}
-	switch kv.Connector {
-	case nixlConnectorName:
+	if kv.connectorModulePath() == nil && kv.Connector == nixlConnectorName {
 		return "NixlPullConnector"
-	case "LMCacheMPConnector":
-		return "LMCacheMPConnectorUpstream"
 	}
 	return kv.Connector
 }

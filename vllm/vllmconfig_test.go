@@ -106,6 +106,9 @@ func TestHMAEnabledRefusesAConnectorWithoutIt(t *testing.T) {
 	// in every worker; NIXL's supports it.
 	crashedWith("h/0/engine-core-0/worker-0", "ValueError: Connector LMCacheConnectorV1 does not support HMA but HMA is enabled.")(t,
 		predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --no-disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'`)))
+	// LMCacheMPConnector's class is the lmcache package's, of that name (lmcache_mp_connector.py).
+	crashedWith("h/0/engine-core-0/worker-0", "ValueError: Connector LMCacheMPConnector does not support HMA but HMA is enabled.")(t,
+		predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --no-disable-hybrid-kv-cache-manager --kv-offloading-size 1 --kv-offloading-backend lmcache`)))
 	healthy(t, predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --no-disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"NixlPushConnector","kv_role":"kv_both"}'`)))
 }
 

@@ -41,28 +41,29 @@ def _resolve_relative(module, level, target, is_package):
 
 
 def _supports_hma(vllm_root, module, name, depth=0):
-    """Whether class ``name`` of ``module`` subclasses SupportsHMA, following the module's class
-    statements, plain aliases (X = Y) and from-imports; a name bound any other way (a call) is
-    taken not to."""
+    """Whether class ``name`` of ``module`` subclasses SupportsHMA, and the class's own name (its
+    __name__), following the module's class statements, plain aliases (X = Y) and from-imports; a
+    name bound any other way (a call) is taken not to, under its own name."""
     key = (module, name)
     if key in _HMA_CACHE:
         return _HMA_CACHE[key]
     if name == "SupportsHMA":
-        return True
+        return True, name
     if depth > 8:
-        return False
+        return False, name
     path = _module_file(vllm_root, module)
-    result = False
+    result = (False, name)
     if path is not None:
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
         is_package = path.endswith("__init__.py")
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and node.name == name:
-                result = any(
-                    isinstance(b, ast.Name) and _supports_hma(vllm_root, module, b.id, depth + 1)
+                hma = any(
+                    isinstance(b, ast.Name) and _supports_hma(vllm_root, module, b.id, depth + 1)[0]
                     for b in node.bases
                 )
+                result = (hma, name)
                 break
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
                 if isinstance(node.value, ast.Name):
@@ -98,7 +99,7 @@ def _stand_in_registry():
         if module_path is None or class_name is None:
             continue
         # Read when asked for, as the real loader imports when asked for.
-        registry[name] = lambda m=module_path, c=class_name: _connector_class(c, _supports_hma(vllm_root, m, c), SupportsHMA)
+        registry[name] = lambda m=module_path, c=class_name: _connector_class(*reversed(_supports_hma(vllm_root, m, c)), SupportsHMA)
 
     def import_module(path):
         # A connector of kv_connector_module_path: importable, its class without SupportsHMA.
