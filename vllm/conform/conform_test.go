@@ -374,3 +374,62 @@ func TestKVEventPublishersMatchVLLM(t *testing.T) {
 		t.Errorf("vLLM's plans hold %d kv-events addresses, want %d", published, want)
 	}
 }
+
+// The KV connector part of VllmConfig.__post_init__ and of KVConnectorFactory.create_connector
+// (vllm/config/vllm.py, vllm/distributed/kv_transfer/kv_connector/factory.py): vLLM's own code,
+// run by the probe, and the model agree on which connector a command runs and where resolving
+// its class fails — and the probe does fail where vLLM does (a planner that never crashed would
+// agree with a model that never crashes).
+func TestKVConnectorResolutionMatchesVLLM(t *testing.T) {
+	p := planner(t)
+	const m = "Qwen/Qwen3-30B-A3B"
+	kv := func(j string) string { return `--kv-transfer-config '` + j + `'` }
+	multi := func(children string) string {
+		return kv(`{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[` + children + `]}}`)
+	}
+	cases := map[string]struct {
+		env, flags string
+		crash      string // a crash text some process must show, in both planners
+	}{
+		"offloading":         {flags: "--kv-offloading-size 10"},
+		"offloading-lmcache": {flags: "--kv-offloading-size 10 --kv-offloading-backend lmcache"},
+		"offloading-bad-env": {env: "VLLM_USE_SIMPLE_KV_OFFLOAD=x ", flags: "--kv-offloading-size 4", crash: "invalid literal for int()"},
+		"unregistered":       {flags: kv(`{"kv_connector":"P2pNcclConnector","kv_role":"kv_both"}`), crash: "Unsupported connector type: P2pNcclConnector"},
+		"unregistered-later": {flags: kv(`{"kv_connector":"FooConnector","kv_role":"kv_both"}`) + " --disable-hybrid-kv-cache-manager", crash: "Unsupported connector type: FooConnector"},
+		"no-name":            {flags: kv(`{"kv_role":"kv_both"}`), crash: "Connector name is not set"},
+		"empty-module-path":  {flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_module_path":""}`), crash: "cannot be an empty string"},
+		"multi-stops":        {flags: multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`)},
+		"multi-bad-child":    {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`), crash: "Unsupported connector type: Bar"},
+		"multi-not-mapping":  {flags: multi(`"x"`), crash: "object is not a mapping"},
+		"multi-unknown-key":  {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`), crash: "Unexpected keyword argument"},
+		"expandable":         {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`), crash: "incompatible with PYTORCH_CUDA_ALLOC_CONF"},
+		"expandable-sleep":   {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: "--enable-sleep-mode " + kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`)},
+		"hma-enabled":        {flags: "--no-disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`), crash: "does not support HMA but HMA is enabled"},
+	}
+	for name, tc := range cases {
+		d := vllm.Deployment{Name: "kv-connector-" + name, Profile: snapshotProfile(t), Seed: name,
+			Model: vllm.Model{Name: m, MoE: true},
+			Nodes: []vllm.Node{{Host: "h0", GPUs: 8, Commands: []string{tc.env + "vllm serve " + m + " -tp 2 -dp 2 " + tc.flags}}}}
+		var c conform.Counts
+		ds, err := conform.Deployment(context.Background(), d, p, &c)
+		if err != nil || len(ds) > 0 {
+			t.Errorf("%s: model and vLLM disagree: %v %v", name, err, unexpected(ds))
+		}
+		plans, err := p.PlanDeployment(context.Background(), d)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		var crashes []string
+		eachProcess(plans, func(pp *vllm.ProcessPlan) {
+			if pp.Crash != nil {
+				crashes = append(crashes, pp.Crash.Error)
+			}
+		})
+		switch {
+		case tc.crash == "" && len(crashes) > 0:
+			t.Errorf("%s: vLLM's code crashed (%s), want a healthy plan", name, crashes[0])
+		case tc.crash != "" && !strings.Contains(strings.Join(crashes, "\n"), tc.crash):
+			t.Errorf("%s: vLLM's code crashed with %q, want %q", name, crashes, tc.crash)
+		}
+	}
+}
