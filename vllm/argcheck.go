@@ -130,18 +130,25 @@ func checkFields(spec *flagSpec, obj map[string]any) error {
 	if len(fields) == 0 {
 		return nil
 	}
+	unknown := unknownKeys(fields, obj)
+	if len(unknown) == 0 {
+		return nil
+	}
+	return &ArgError{Flag: spec.display(), Value: unknown[0],
+		Reason: fmt.Sprintf("%d validation error(s) for %s: unexpected keyword argument %s", len(unknown), spec.opt.Class, strings.Join(unknown, ", "))}
+}
+
+// unknownKeys are the keys of obj not among fields (a sorted list), sorted: a Go map keeps no
+// order.
+func unknownKeys(fields []string, obj map[string]any) []string {
 	var unknown []string
 	for k := range obj {
 		if i := sort.SearchStrings(fields, k); i == len(fields) || fields[i] != k {
 			unknown = append(unknown, k)
 		}
 	}
-	if len(unknown) == 0 {
-		return nil
-	}
 	sort.Strings(unknown)
-	return &ArgError{Flag: spec.display(), Value: unknown[0],
-		Reason: fmt.Sprintf("%d validation error(s) for %s: unexpected keyword argument %s", len(unknown), spec.opt.Class, strings.Join(unknown, ", "))}
+	return unknown
 }
 
 // pyRepr is Python's repr() of a str: single quotes unless the text holds one and no double

@@ -2,7 +2,6 @@ package vllm
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -185,12 +184,8 @@ func (k *KVTransferConfig) connectorInitError() error {
 			return &PyError{Type: "TypeError", Msg: fmt.Sprintf("argument after ** must be a mapping, not %s", pyTypeName(c))}
 		}
 		if _, err := kvTransferFromMap(child); err != nil {
-			var ae *ArgError
-			if errors.As(err, &ae) {
-				// Outside argparse the same validation is a pydantic error the process raises.
-				return &PyError{Type: "pydantic_core.ValidationError", Msg: ae.Reason}
-			}
-			return err
+			// Outside argparse the same validation is a pydantic error the process raises.
+			return pydanticError(err)
 		}
 	}
 	return nil

@@ -113,7 +113,7 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 			p.EngineIDFromRank = src
 		}
 	}
-	if err := cp.workerConnectorError(); err != nil {
+	if err := cp.buildErr; err != nil {
 		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
 		return p
 	}

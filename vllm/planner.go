@@ -20,10 +20,11 @@ type cmdPlanner struct {
 	// engineID is the KV engine_id this command's parse holds ("" without a KV config).
 	engineID string
 	// postInitErr is what VllmConfig.__post_init__ raises about the KV connector
-	// (vllmconfig.go), in create_engine_config once the ParallelConfig is built.
-	postInitErr error
-	storeExtra  map[string]any
-	hasStore    bool
+	// (vllmconfig.go), in create_engine_config once the ParallelConfig is built; buildErr what
+	// building the connector raises in each of the command's workers.
+	postInitErr, buildErr error
+	storeExtra            map[string]any
+	hasStore              bool
 	// slot numbers this command's host-local rendezvous addresses.
 	slot int
 	// nprocs counts the processes planned for this command (see maxProcessesPerCommand).
@@ -92,6 +93,7 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 		err = postInitConnector(args, kv, envMap)
 	}
 	cp.postInitErr = err
+	cp.buildErr = connectorBuildError(args)
 	cp.engineID = baseEngineID(args.KVTransfer, cp.opts.Seed, cp.node.Host, cp.cmd)
 	cp.storeExtra, cp.hasStore = args.KVTransfer.mooncakeStoreExtra()
 

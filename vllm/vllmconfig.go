@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -44,16 +45,6 @@ var registeredConnectors = map[string]bool{
 	"FlexKVConnectorV1":            false,
 	"SimpleCPUOffloadConnector":    true,
 	"HF3FSKVConnector":             false,
-}
-
-// RegisteredConnectors lists the connector names the model's KVConnectorFactory knows, sorted.
-func RegisteredConnectors() []string {
-	out := make([]string, 0, len(registeredConnectors))
-	for n := range registeredConnectors {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // hybridKVCacheManager is --disable-hybrid-kv-cache-manager as argparse leaves it: nil when
@@ -162,30 +153,28 @@ func supportsHMAConfig(k *KVTransferConfig) (bool, error) {
 }
 
 // unexpectedKVFields is pydantic's refusal of keyword arguments KVTransferConfig has no field
-// for, one error each (sorted: a Go map keeps no order).
+// for, one error each.
 func unexpectedKVFields(m map[string]any) error {
 	ref, ok := flagIndexOf(EntrypointServe).index["--kv-transfer-config"]
 	if !ok {
 		return nil
 	}
-	fields := ref.spec.opt.Fields
-	var errs []string
-	for k := range m {
-		if i := sort.SearchStrings(fields, k); i == len(fields) || fields[i] != k {
-			errs = append(errs, k+": Unexpected keyword argument [input_value="+pydanticRepr(m[k])+"]")
-		}
-	}
-	if len(errs) == 0 {
+	unknown := unknownKeys(ref.spec.opt.Fields, m)
+	if len(unknown) == 0 {
 		return nil
 	}
-	sort.Strings(errs)
+	errs := make([]string, len(unknown))
+	for i, k := range unknown {
+		errs[i] = k + ": Unexpected keyword argument [input_value=" + pydanticRepr(m[k]) + "]"
+	}
 	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("KVTransferConfig", errs)}
 }
 
 // pydanticError is a KVTransferConfig validation failure raised outside argparse: the
 // ValidationError itself, not argparse's exit.
 func pydanticError(err error) error {
-	if ae, ok := err.(*ArgError); ok {
+	var ae *ArgError
+	if errors.As(err, &ae) {
 		return &PyError{Type: "pydantic_core.ValidationError", Msg: ae.Reason}
 	}
 	return err
@@ -322,18 +311,17 @@ func connectorClassName(kv *KVTransferConfig) string {
 	return kv.Connector
 }
 
-// workerConnectorError is what building the KV connector raises in a worker, in
-// KVConnectorFactory.create_connector's order: the class and the HMA check (workerConnectorError),
-// then a MultiConnector's children (connectorInitError). The connector classes' own constructors
-// are not modelled (NIXL's worker refuses a kv_consumer split into pipeline stages, its push
-// scheduler bidirectional transfer): the probe builds stand-in classes, so a vllm plan cannot
-// show them, and the model follows the probe.
-func (cp *cmdPlanner) workerConnectorError() error {
-	kv := cp.args.KVTransfer
-	if err := workerConnectorError(cp.args, kv); err != nil {
+// connectorBuildError is what building the KV connector raises in each worker of the command
+// (the same for all), in KVConnectorFactory.create_connector's order: the class and the HMA check
+// (workerConnectorError), then a MultiConnector's children (connectorInitError). The connector
+// classes' own constructors are not modelled (NIXL's worker refuses a kv_consumer split into
+// pipeline stages, its push scheduler bidirectional transfer): the probe builds stand-in classes,
+// so a vllm plan cannot show them, and the model follows the probe.
+func connectorBuildError(a *ServeArgs) error {
+	if err := workerConnectorError(a, a.KVTransfer); err != nil {
 		return err
 	}
-	return kv.connectorInitError()
+	return a.KVTransfer.connectorInitError()
 }
 
 // isNIXL is whether a connector name loads a NIXL connector: NixlConnector (the pull connector's
