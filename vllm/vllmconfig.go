@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -190,7 +189,7 @@ func kvOffloadingConnector(a *ServeArgs, env map[string]string) (*KVTransferConf
 	if !a.optionalValue("--kv-offloading-size") {
 		return kv, nil
 	}
-	size, err := strconv.ParseFloat(a.lastOther("--kv-offloading-size"), 64)
+	size, err := pyFloat(a.lastOther("--kv-offloading-size"))
 	if err != nil {
 		return kv, nil // argparse's float() already refused it
 	}
@@ -218,7 +217,8 @@ func kvOffloadingConnector(a *ServeArgs, env map[string]string) (*KVTransferConf
 		if out.ExtraConfig == nil {
 			out.ExtraConfig = map[string]any{}
 		}
-		out.ExtraConfig["cpu_bytes_to_use"] = json.Number(strconv.FormatFloat(size*(1<<30), 'f', -1, 64))
+		// kv_offloading_size * (1 << 30): a Python float.
+		out.ExtraConfig["cpu_bytes_to_use"] = json.Number(pyFloatRepr(size * (1 << 30)))
 	case "lmcache":
 		out.Connector = "LMCacheMPConnector"
 	}
