@@ -63,4 +63,33 @@ var _ = Describe("gRPC front ends", Label("grpc"), func() {
 			Expect(procs).NotTo(HaveKey("h/1/api-server-1"))
 		}, SpecTimeout(runBound+vllmBound))
 	}
+
+	// The engines hang only on the vLLM of issue #50024's day (a profile change the snapshot the
+	// vllm planner runs does not have): the model plans it.
+	It("bind next to a front end whose engines hang: its socket never listens, so the gRPC front end serves (model planner)", Label(labelPlannerModel), func(ctx SpecContext) {
+		p := planFile(ctx, modelPlanner, filepath.Join(dir, "grpc-beside-hung-http.yaml"), "main,open_port_reserved=retry,executor_rendezvous=tcp")
+		r := p.run(ctx, primaryRuntime())
+		Expect(r.report).To(matchers.HaveViolationKinds(report.ProcessHung))
+		expectAsPlanned(p, r.report)
+		procs := byID(r.report)
+		for _, id := range []string{"h/0/engine-core-0", "h/0/engine-core-1"} {
+			Expect(procs[id].Hung).NotTo(BeNil(), id)
+		}
+		http, grpc := procs["h/0/api-server-0"], procs["h/1/api-server-0"]
+		Expect(http.Exit).To(BeNil(), "the HTTP front end waits for its engines' READY")
+		Expect(http.Ready).To(BeFalse(), "the HTTP front end waits for its engines' READY")
+		Expect(grpc.Exit).To(BeNil())
+		Expect(grpc.Ready).To(BeTrue())
+		socket := func(p report.Process) report.Address {
+			for _, a := range p.Addresses {
+				if a.Channel == "api-server" {
+					return a
+				}
+			}
+			Fail(p.ID + " has no api-server socket")
+			return report.Address{}
+		}
+		Expect(socket(grpc).Error).To(BeEmpty())
+		Expect(socket(grpc).BindSeq).To(BeNumerically(">", socket(http).BindSeq), "both bound the port, the gRPC front end last")
+	}, SpecTimeout(runBound))
 })

@@ -374,8 +374,7 @@ func (p *proc) flow(ctx context.Context) *pyError {
 		// came up, whether that step binds something or fails; when one of the workers failed or
 		// hung it never does (its own failure path ends it).
 		if len(p.plan.Children) > 0 && !p.waitChildrenUp(ctx) {
-			<-ctx.Done()
-			return nil
+			return p.park(ctx)
 		}
 		if hung, e := p.addressStage(ctx, vllm.StageConnectorInit); hung || e != nil || ctx.Err() != nil {
 			return parkIfHung(ctx, hung, e)
@@ -400,22 +399,24 @@ func (p *proc) flow(ctx context.Context) *pyError {
 			return nil
 		}
 	}
+	// A process serves once everything below it came up: vLLM's front end leaves
+	// wait_for_engine_startup when its engines sent READY, which an engine core sends once its
+	// executor's workers and its scheduler are up (vllm/v1/engine/core.py, vllm/v1/engine/utils.py).
+	// When one of them failed its failure path ends this process; when one hung, this one waits
+	// for ever as well. (A headless launcher, which serves nothing, waits for nobody.)
+	if len(p.plan.Children) > 0 && p.servesLater() && !p.waitDescendantsUp(ctx) {
+		return p.park(ctx)
+	}
+	if p.readyRefusal != "" {
+		// The front end refuses an engine's READY (vllm.HandshakeExpect.RefuseReady) there.
+		return &pyError{Exception: p.readyRefusal, Where: "wait_for_engine_startup"}
+	}
 	if e := p.listenStage(ctx); e != nil || ctx.Err() != nil {
 		return e
 	}
 	p.connectAddresses(ctx)
 	if ctx.Err() != nil {
 		return nil
-	}
-	if p.readyRefusal != "" {
-		// The front end refuses an engine's READY (vllm.HandshakeExpect.RefuseReady) once its
-		// engines are up, their workers included; when one of them failed instead, its failure
-		// path ends this process.
-		if !p.waitDescendantsUp(ctx) {
-			<-ctx.Done()
-			return nil
-		}
-		return &pyError{Exception: p.readyRefusal, Where: "wait_for_engine_startup"}
 	}
 	p.update(func(r *report.Process) { r.Ready = true })
 	p.publish(PhaseReady)
@@ -890,7 +891,7 @@ func (p *proc) subtreePast(plan *vllm.ProcessPlan) bool {
 	for _, c := range plan.Children {
 		eachPlan(c, func(q *vllm.ProcessPlan) {
 			switch p.fam.phase(q.Identity.ID) {
-			case PhaseRendezvous, PhaseReady, PhaseExited:
+			case PhaseRendezvous, PhaseWaiting, PhaseReady, PhaseExited:
 			default:
 				past = false
 			}

@@ -347,6 +347,38 @@ func (p *proc) waitDescendantsUp(ctx context.Context) bool {
 	return p.waitUp(ctx, all)
 }
 
+// servesLater: the process does something once it serves — binds or listens at StageServing,
+// dials a peer, or refuses an engine's READY.
+func (p *proc) servesLater() bool {
+	if p.readyRefusal != "" || len(p.held.bound) > 0 || len(p.stepsAt(vllm.StageServing)) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(p.plan.Addresses, func(a vllm.AddressPlan) bool {
+		return a.Exercised && a.Role == report.AddressConnect
+	})
+}
+
+// park holds a process whose children will not all come up until it is stopped: when one of
+// them failed, its failure path ends this process; when one hung (below it), it says it waits
+// for ever (PhaseWaiting), which settles it.
+func (p *proc) park(ctx context.Context) *pyError {
+	hung := false
+	for _, c := range p.plan.Children {
+		eachPlan(c, func(q *vllm.ProcessPlan) {
+			if rec := p.fam.record(q.Identity.ID); rec != nil && rec.Hung != nil {
+				hung = true
+			}
+		})
+	}
+	if hung {
+		p.publish(PhaseWaiting)
+	}
+	// No later binder of the host waits for its turns: it never takes them.
+	p.seq.Exited(p.id)
+	<-ctx.Done()
+	return nil
+}
+
 func (p *proc) waitUp(ctx context.Context, procs []*vllm.ProcessPlan) bool {
 	deadline := time.NewTimer(p.waitBound())
 	defer deadline.Stop()
@@ -368,7 +400,7 @@ func (p *proc) waitUp(ctx context.Context, procs []*vllm.ProcessPlan) bool {
 		case <-ctx.Done():
 			return false
 		case <-deadline.C:
-			p.log.Warn("children not up; building the scheduler side anyway", "bound", p.waitBound())
+			p.log.Warn("children not up; going on anyway", "bound", p.waitBound())
 			return true
 		case <-p.fam.changed:
 		}

@@ -33,8 +33,11 @@ const (
 	// PhaseRendezvous: every rendezvous of the process completed (or it had none).
 	PhaseRendezvous Phase = "rendezvous-done"
 	// PhaseReady: start-up complete; the process serves until told to stop.
-	PhaseReady  Phase = "ready"
-	PhaseExited Phase = "exited"
+	PhaseReady Phase = "ready"
+	// PhaseWaiting: the process waits for ever for a process below it that hung (vLLM's front
+	// end for an engine's READY, an engine core for its executor's workers).
+	PhaseWaiting Phase = "waiting"
+	PhaseExited  Phase = "exited"
 )
 
 // statusMsg is one line a process writes to its parent (fd 3): its own progress, or a

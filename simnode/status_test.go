@@ -74,9 +74,12 @@ func TestNodeStatusSettlesOnlyWhenNothingMoreHappensByItself(t *testing.T) {
 			members: map[string]memberView{api: exitedWith(1)}, counts: [3]int{1, 0, 1}},
 		{name: "the command could not start", failedStart: true, settled: true, members: map[string]memberView{}},
 		// A hung engine core (a port allocator that never returns, vllm/utils/network_utils.py)
-		// moves no more by itself and never starts its workers.
+		// moves no more by itself and never starts its workers; its API server, which waits for
+		// its READY (wait_for_engine_startup, vllm/v1/engine/utils.py), says it waits for ever.
 		{name: "the engine core hung", settled: true,
-			members: map[string]memberView{api: ready(), ec: {record: &report.Process{Hung: &report.Hang{Where: "get_open_port"}}, phase: PhaseStarted}}, counts: [3]int{2, 1, 0}},
+			members: map[string]memberView{api: starting(PhaseWaiting), ec: {record: &report.Process{Hung: &report.Hang{Where: "get_open_port"}}, phase: PhaseStarted}}, counts: [3]int{2, 0, 0}},
+		{name: "the engine core hung, its API server has not seen it yet",
+			members: map[string]memberView{api: starting(PhaseRendezvous), ec: {record: &report.Process{Hung: &report.Hang{Where: "get_open_port"}}, phase: PhaseStarted}}, pending: []string{api}, counts: [3]int{2, 0, 0}},
 		// An exit its parent posted for a child that died silently: the phase alone says so.
 		{name: "an exit known only by its phase", settled: false,
 			members: map[string]memberView{api: ready(), ec: ready(), w0: ready(), w1: {phase: PhaseExited}}, pending: []string{ec}, counts: [3]int{4, 3, 1}},

@@ -199,17 +199,36 @@ func (s *sim) run() {
 	s.rendezvous()
 	s.connectorInit()
 	s.lookups()
-	s.listenAddresses()
-	s.connectAddresses()
 	// A front end that refuses an engine's READY raises once its engines are up (their start-up
-	// is what READY reports); one whose engines failed has failed through them already.
+	// is what READY reports), before it serves; one whose engines failed has failed through them
+	// already, one whose engines hung waits for ever.
 	var refusals []exitEvent
 	for _, e := range s.readyRefusals {
-		if e.p.alive() {
+		if e.p.alive() && e.p.upBelow() {
 			refusals = append(refusals, e)
 		}
 	}
 	s.exitAll(refusals)
+	s.listenAddresses()
+	s.connectAddresses()
+}
+
+// serving: p reached StageServing. It is alive, did not hang, completed its rendezvous, and every
+// process below it came up: vLLM's front end leaves wait_for_engine_startup once its engines sent
+// READY, which an engine core sends once its executor's workers and its scheduler are up
+// (vllm/v1/engine/core.py EngineCoreProc, vllm/v1/engine/utils.py).
+func (p *simProc) serving() bool {
+	return p.alive() && !p.hung && p.next == len(p.plan.Rendezvous) && p.upBelow()
+}
+
+// upBelow: every process below p came up.
+func (p *simProc) upBelow() bool {
+	for _, c := range p.children {
+		if !c.alive() || c.hung || c.next != len(c.plan.Rendezvous) || !c.upBelow() {
+			return false
+		}
+	}
+	return true
 }
 
 // start is a process starting: it raises at config, or it starts its children.

@@ -139,13 +139,13 @@ func (a *addrState) listener(host, endpoint string, reusePort bool) *heldBind {
 
 // listenAddresses is StageServing: the binds of that stage (a gRPC front end's socket) and the
 // sockets bound earlier that listen only now (a front end's HTTP socket, once its engines are
-// up), in host plan order; a bind or listen next to a listener of the port fails, and the process
+// up), in step order (StepOrder: a process once everything below it came up); a bind or listen next to a listener of the port fails, and the process
 // exits with the OSError its server raises.
 func (s *sim) listenAddresses() {
 	st := s.addr()
 	var events []exitEvent
-	for _, p := range s.procs {
-		if !p.alive() || p.hung || p.next != len(p.plan.Rendezvous) {
+	for _, p := range s.postOrder() {
+		if !p.serving() {
 			continue
 		}
 		if _, ev := s.addressesAt(p, StageServing); ev != nil {
@@ -199,7 +199,7 @@ func (pp paperProber) Ephemeral() (int, error) {
 func (s *sim) connectAddresses() {
 	st := s.addr()
 	for _, p := range s.procs {
-		if !p.alive() || p.hung || p.next != len(p.plan.Rendezvous) {
+		if !p.serving() {
 			continue
 		}
 		for i := range p.plan.Addresses {
@@ -294,7 +294,7 @@ func (s *sim) connectorAddresses(ready func(*simProc) bool) ([]exitEvent, map[*s
 		}
 		up := true
 		for _, c := range p.children {
-			up = up && c.alive() && !failed[c] && c.next == len(c.plan.Rendezvous)
+			up = up && c.alive() && !c.hung && !failed[c] && c.next == len(c.plan.Rendezvous)
 		}
 		if !up && hasStep(p.plan, StageConnectorInit) {
 			continue
@@ -338,18 +338,20 @@ func hasStep(p *ProcessPlan, st Stage) bool {
 // StepOrder lists the processes of one host that bind or open an address at stage st, in the order
 // they take their turns in a run and on paper: commands in order, each tree in pre-order for the
 // start-up stages (a parent binds before it starts its children) and in post-order for connector
-// init (an engine core builds its scheduler's connector after its workers built theirs).
+// init (an engine core builds its scheduler's connector after its workers built theirs) and
+// serving (a process serves once everything below it came up).
 func StepOrder(np *NodePlan, st Stage) []string {
 	var out []string
+	late := st == StageConnectorInit || st == StageServing
 	var walk func(p *ProcessPlan)
 	walk = func(p *ProcessPlan) {
-		if st != StageConnectorInit && hasStep(p, st) {
+		if !late && hasStep(p, st) {
 			out = append(out, p.Identity.ID)
 		}
 		for _, c := range p.Children {
 			walk(c)
 		}
-		if st == StageConnectorInit && hasStep(p, st) {
+		if late && hasStep(p, st) {
 			out = append(out, p.Identity.ID)
 		}
 	}
