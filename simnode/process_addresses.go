@@ -372,9 +372,9 @@ func (p *proc) park(ctx context.Context) *pyError {
 	}
 	if hung {
 		p.publish(PhaseWaiting)
+		// No later binder of the host waits for its turns: it never takes them.
+		p.seq.Exited(p.id)
 	}
-	// No later binder of the host waits for its turns: it never takes them.
-	p.seq.Exited(p.id)
 	<-ctx.Done()
 	return nil
 }
