@@ -399,6 +399,16 @@ func TestLaunchPaths(t *testing.T) {
 			},
 		},
 		{
+			// With TP*PP 0 a child's slice is the empty list, which _resolve_device_ids takes for
+			// no device ids (`if not self.device_ids`), not an unparsable flag: the child gets to
+			// ParallelConfig, which refuses the size.
+			name: "a DP supervisor's empty slices are no device ids", moe: true, profile: "main",
+			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids; vllm/engine/arg_utils.py _resolve_device_ids",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 2 -dpl 2 -tp 2 -pp 0 -dpm --device-ids 0,1 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/api-server-0", "pipeline_parallel_size: Input should be greater than or equal to 1 [input_value=0]"),
+		},
+		{
 			name: "a DP supervisor whose --device-ids cannot cover a child dies of it", moe: true, profile: "main",
 			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids",
 			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 2 -tp 2 -dpm --device-ids 0,1,2 "+storeBoth)},

@@ -1,6 +1,7 @@
 package vllm
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,7 +77,12 @@ func supervisorChildArgs(a *ServeArgs, i int) (*ServeArgs, error) {
 			ids = append(ids, strconv.Itoa(d))
 		}
 	}
-	v := strings.Join(ids, ",")
-	c.Other = append(append([]Option(nil), a.Other...), Option{Flag: "--device-ids", Value: &v})
+	// The child's device_ids is that list itself, not a flag to parse: an empty one (TP*PP of 0)
+	// is no device ids at all (_resolve_device_ids: `if not self.device_ids`).
+	c.Other = slices.DeleteFunc(slices.Clone(a.Other), func(o Option) bool { return o.Flag == "--device-ids" })
+	if len(ids) > 0 {
+		v := strings.Join(ids, ",")
+		c.Other = append(c.Other, Option{Flag: "--device-ids", Value: &v})
+	}
 	return &c, nil
 }
