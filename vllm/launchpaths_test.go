@@ -409,6 +409,15 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/api-server-0", "pipeline_parallel_size: Input should be greater than or equal to 1 [input_value=0]"),
 		},
 		{
+			// ServeSubcommand.cmd sets api_server_count to 0 for --headless before it runs the
+			// supervisor, whose __init__ validates the arguments a second time.
+			name: "a headless DP supervisor refuses the API server count --headless gave it", moe: true, profile: "main",
+			source: "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd; vllm/entrypoints/openai/dp_supervisor.py DPSupervisor.__init__",
+			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 2 -dpm --headless "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/dp-supervisor-0", "ValueError: Error: --data-parallel-multi-port-external-lb currently requires --api-server-count=1"),
+		},
+		{
 			name: "a DP supervisor whose --device-ids cannot cover a child dies of it", moe: true, profile: "main",
 			source: "vllm/entrypoints/openai/dp_supervisor.py _build_device_ids",
 			nodes:  []Node{node("h", "vllm serve org/M -dp 4 -dpl 2 -tp 2 -dpm --device-ids 0,1,2 "+storeBoth)},

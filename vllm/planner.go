@@ -110,7 +110,7 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	case launchHeadless:
 		top = cp.headless()
 	case launchSupervisor:
-		top = cp.supervisor()
+		top = cp.supervisor(dec.apiServerCount)
 	case launchGRPC:
 		cp.grpc = true
 		top = cp.apiServer(args, 0, "", 1)

@@ -9,11 +9,20 @@ import (
 )
 
 // supervisor is run_dp_supervisor (vllm/entrypoints/openai/dp_supervisor.py): one external-LB
-// API server per local DP rank, each with its own engine core.
-func (cp *cmdPlanner) supervisor() *ProcessPlan {
+// API server per local DP rank, each with its own engine core. apiServerCount is the count
+// ServeSubcommand.cmd resolved (vllm/entrypoints/cli/serve.py).
+func (cp *cmdPlanner) supervisor(apiServerCount int) *ProcessPlan {
 	id := cp.id(report.RoleDPSupervisor, 0)
 	// No EngineID: the supervisor builds no KV connector (report.Process.EngineID).
 	p := cp.newPlan(cp.identity(id, "", report.RoleDPSupervisor, nil))
+	// DPSupervisor.__init__ validates the arguments again, as cmd left them: --headless's
+	// api_server_count of 0 fails there.
+	resolved := *cp.args
+	resolved.APIServerCount = &apiServerCount
+	if err := validateMultiPortExternalLB(&resolved); err != nil {
+		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
+		return p
+	}
 	var children []*ServeArgs
 	for i := 0; i < *cp.args.DataParallelSizeLocal; i++ {
 		child, err := supervisorChildArgs(cp.args, i)
