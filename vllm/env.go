@@ -53,7 +53,11 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 		}
 		return n, nil
 	}
+	// In the order ParallelConfig.__post_init__'s offline fallback reads them.
 	var err error
+	if e.dpSize, err = intVar("VLLM_DP_SIZE", 1); err != nil {
+		return e, err
+	}
 	if e.dpRank, err = intVar("VLLM_DP_RANK", 0); err != nil {
 		return e, err
 	}
@@ -61,11 +65,14 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 	if e.dpRankLocal, err = intVar("VLLM_DP_RANK_LOCAL", e.dpRank); err != nil {
 		return e, err
 	}
-	if e.dpSize, err = intVar("VLLM_DP_SIZE", 1); err != nil {
-		return e, err
-	}
 	if e.dpMasterPort, err = intVar("VLLM_DP_MASTER_PORT", 0); err != nil {
 		return e, err
+	}
+	// The parser's default ParallelConfig() (vllm/engine/arg_utils.py _compute_kwargs) takes that
+	// fallback, DP size 1 and local size 1, so its model validator refuses a VLLM_DP_SIZE below
+	// one before any flag is read.
+	if e.dpSize < 1 {
+		return e, validationError("ParallelConfig", "data_parallel_size_local (1) must be <= data_parallel_size (%d)", e.dpSize)
 	}
 	if v, ok := env["VLLM_DP_MASTER_IP"]; ok {
 		e.dpMasterIP = v

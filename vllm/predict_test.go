@@ -234,6 +234,13 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 		{"argparse error", "argparse", "vllm serve m -tp x", true, "SystemExit: 2 (vllm serve: error: argument --tensor-parallel-size/-tp: invalid int value"},
 		{"shell error", "POSIX shell", "vllm serve 'm", true, "shell: unterminated single quote"},
 		{"bad env int (read in ParallelConfig.__post_init__: pydantic wraps it)", "vllm/envs.py, vllm/config/parallel.py", "VLLM_DP_RANK=x vllm serve m", true, "pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, invalid literal for int() with base 10: 'x'"},
+		// The parser's own default ParallelConfig() (arg_utils.py _compute_kwargs) takes the
+		// offline fallback whatever -dp says: its validator refuses a DP size below its local 1,
+		// and it reads VLLM_DP_SIZE before VLLM_DP_RANK.
+		{"env DP size below one, whatever the flags", "vllm/engine/arg_utils.py _compute_kwargs, vllm/config/parallel.py", "VLLM_DP_SIZE=0 vllm serve m -dp 2", true,
+			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, data_parallel_size_local (1) must be <= data_parallel_size (0)"},
+		{"env DP size read first", "vllm/config/parallel.py ParallelConfig.__post_init__", "VLLM_DP_RANK=x VLLM_DP_SIZE=y vllm serve m", true,
+			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, invalid literal for int() with base 10: 'y'"},
 		{"two LB modes", "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd", "vllm serve m -dp 2 --data-parallel-rank 0 --data-parallel-start-rank 0", true, "ValueError: Cannot use more than one data parallel load balancing mode"},
 		{"api servers with headless", "serve.py ServeSubcommand.cmd", "vllm serve m --headless --api-server-count 2", true, "ValueError: --api-server-count=2 cannot be used with --headless"},
 		{"hybrid and headless", "arg_utils.py create_engine_config", "vllm serve m -dp 2 -dpl 1 --headless -dph", true, "AssertionError: data_parallel_hybrid_lb is not applicable in headless mode"},
