@@ -37,9 +37,10 @@ func (f *family) view() map[string]memberView {
 // nodeStatus derives the node's status from its plan and what its processes said, without any
 // outside prediction: the node's own plan says which processes can start and which react to a
 // child's failure. A process is settled when it exited; when it hung (a step that never returns:
-// nothing more happens there by itself), or waits for a process below it that hung (PhaseWaiting); when it is ready and will not react to a failed child (vLLM's engine managers raise, or stop their other children, when one dies:
-// ChildFailure, StopsOnChildFailure); or when it never said anything and never will, because an
-// ancestor (or its own start) is gone. Anything else — started but silent, starting, about to
+// nothing more happens there by itself), or waits for a process below it that hung
+// (PhaseWaiting); when it is ready and will not react to a failed child (vLLM's engine managers
+// raise, or stop their other children, when one dies: ChildFailure, StopsOnChildFailure); or when
+// it never said anything and never will, because an ancestor (or its own start) is gone. Anything else — started but silent, starting, about to
 // react — keeps the node unsettled.
 func nodeStatus(host string, plan *vllm.NodePlan, members map[string]memberView, failedStart map[string]bool) api.NodeStatus {
 	st := api.NodeStatus{Host: host, Settled: true}

@@ -139,8 +139,8 @@ func (a *addrState) listener(host, endpoint string, reusePort bool) *heldBind {
 
 // listenAddresses is StageServing: the binds of that stage (a gRPC front end's socket) and the
 // sockets bound earlier that listen only now (a front end's HTTP socket, once its engines are
-// up), in step order (StepOrder: a process once everything below it came up); a bind or listen next to a listener of the port fails, and the process
-// exits with the OSError its server raises.
+// up), in step order (StepOrder: a process once everything below it came up); a bind or listen
+// next to a listener of the port fails, and the process exits with the OSError its server raises.
 func (s *sim) listenAddresses() {
 	st := s.addr()
 	var events []exitEvent
