@@ -39,6 +39,10 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		const feature = "Pipeline Parallelism without Ray distributed executor or multiprocessing executor or external launcher"
 		return nil, &PyError{Type: "NotImplementedError", Msg: feature + " is not supported. We recommend to remove " + feature + " from your config."}
 	}
+	// CacheConfig(...) comes next, before any DP check.
+	if err := cacheFieldErrors(a); err != nil {
+		return nil, err
+	}
 	// Asserts before PR #49124, ValueErrors since (dpLaunchCheck); the headless one stayed an assert.
 	checks := in.profile.DPLaunchChecks
 	if in.headless && hybridLB {
@@ -196,6 +200,50 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		features:       parallelFeatures(a, in.apiProcessCount),
 		assignedGPUIDs: gpuIDs,
 	}, in.env, in.gpus, in.profile.NNodesWithinDP == NNodesWithinDPClamp)
+}
+
+// cacheFieldErrors is pydantic's field validation of the CacheConfig(...) create_engine_config
+// builds from the command line (vllm/config/cache.py: block_size, prefix_match_unit,
+// mamba_block_size and replayssm_buffer_len gt=0, gpu_memory_utilization in (0, 1],
+// prefix_cache_retention_interval ge=0), every broken constraint in field order, in one
+// ValidationError. A flag left out, or None for the nullable ones, keeps its valid default.
+func cacheFieldErrors(a *ServeArgs) error {
+	var errs []string
+	// intField checks an int flag against gt=0 (orEqual false) or ge=0 (orEqual true).
+	intField := func(field, flag string, orEqual bool) {
+		v := a.lastOther(flag)
+		if !a.hasOther(flag) || v == "None" || v == "" {
+			return
+		}
+		n, err := pyInt(v)
+		switch {
+		case err != nil:
+		case orEqual && n < 0:
+			errs = append(errs, fmt.Sprintf("%s: Input should be greater than or equal to 0 [input_value=%d]", field, n))
+		case !orEqual && n <= 0:
+			errs = append(errs, fmt.Sprintf("%s: Input should be greater than 0 [input_value=%d]", field, n))
+		}
+	}
+	intField("block_size", "--block-size", false)
+	intField("prefix_match_unit", "--prefix-match-unit", false)
+	if flag := "--gpu-memory-utilization"; a.hasOther(flag) {
+		// NaN is left out: how pydantic words it is not pinned down here.
+		if f, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(a.lastOther(flag)), "_", ""), 64); err == nil && f == f {
+			switch {
+			case f <= 0:
+				errs = append(errs, "gpu_memory_utilization: Input should be greater than 0 [input_value="+pyFloatRepr(f)+"]")
+			case f > 1:
+				errs = append(errs, "gpu_memory_utilization: Input should be less than or equal to 1 [input_value="+pyFloatRepr(f)+"]")
+			}
+		}
+	}
+	intField("prefix_cache_retention_interval", "--prefix-cache-retention-interval", true)
+	intField("mamba_block_size", "--mamba-block-size", false)
+	intField("replayssm_buffer_len", "--replayssm-buffer-len", false)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("CacheConfig", errs)}
 }
 
 // resolveDeviceIDs is EngineArgs._resolve_device_ids over --device-ids "2,3,5,7" (argparse splits it

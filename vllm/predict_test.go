@@ -241,6 +241,14 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, data_parallel_size_local (1) must be <= data_parallel_size (0)"},
 		{"env DP size read first", "vllm/config/parallel.py ParallelConfig.__post_init__", "VLLM_DP_RANK=x VLLM_DP_SIZE=y vllm serve m", true,
 			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, invalid literal for int() with base 10: 'y'"},
+		// CacheConfig(...) is built before any DP check and before ParallelConfig(...); pydantic
+		// reports every broken field constraint at once, in field order.
+		{"block size 0", "vllm/config/cache.py CacheConfig Field(gt=0)", "vllm serve m --block-size 0", true,
+			"pydantic_core.ValidationError: 1 validation error for CacheConfig: block_size: Input should be greater than 0 [input_value=0]"},
+		{"cache fields before parallel ones", "vllm/engine/arg_utils.py create_engine_config", "vllm serve m -tp 0 --gpu-memory-utilization 1.5 --block-size -16", true,
+			"pydantic_core.ValidationError: 2 validation errors for CacheConfig: block_size: Input should be greater than 0 [input_value=-16]; gpu_memory_utilization: Input should be less than or equal to 1 [input_value=1.5]"},
+		{"cache fields in field order", "vllm/config/cache.py", "vllm serve m --replayssm-buffer-len 0 --prefix-cache-retention-interval -1 --gpu-memory-utilization 0 --mamba-block-size None", true,
+			"pydantic_core.ValidationError: 3 validation errors for CacheConfig: gpu_memory_utilization: Input should be greater than 0 [input_value=0.0]; prefix_cache_retention_interval: Input should be greater than or equal to 0 [input_value=-1]; replayssm_buffer_len: Input should be greater than 0 [input_value=0]"},
 		{"two LB modes", "vllm/entrypoints/cli/serve.py ServeSubcommand.cmd", "vllm serve m -dp 2 --data-parallel-rank 0 --data-parallel-start-rank 0", true, "ValueError: Cannot use more than one data parallel load balancing mode"},
 		{"api servers with headless", "serve.py ServeSubcommand.cmd", "vllm serve m --headless --api-server-count 2", true, "ValueError: --api-server-count=2 cannot be used with --headless"},
 		{"hybrid and headless", "arg_utils.py create_engine_config", "vllm serve m -dp 2 -dpl 1 --headless -dph", true, "AssertionError: data_parallel_hybrid_lb is not applicable in headless mode"},
