@@ -217,14 +217,17 @@ func (s *sim) run() {
 // process below it came up: vLLM's front end leaves wait_for_engine_startup once its engines sent
 // READY, which an engine core sends once its executor's workers and its scheduler are up
 // (vllm/v1/engine/core.py EngineCoreProc, vllm/v1/engine/utils.py).
-func (p *simProc) serving() bool {
-	return p.alive() && !p.hung && p.next == len(p.plan.Rendezvous) && p.upBelow()
+func (p *simProc) serving() bool { return p.cameUp() && p.upBelow() }
+
+// cameUp: p is alive, did not hang and completed its rendezvous.
+func (p *simProc) cameUp() bool {
+	return p.alive() && !p.hung && p.next == len(p.plan.Rendezvous)
 }
 
 // upBelow: every process below p came up.
 func (p *simProc) upBelow() bool {
 	for _, c := range p.children {
-		if !c.alive() || c.hung || c.next != len(c.plan.Rendezvous) || !c.upBelow() {
+		if !c.cameUp() || !c.upBelow() {
 			return false
 		}
 	}
@@ -689,9 +692,10 @@ func rendezvousTimeoutError(b *barrier, m member, arrived, world int) string {
 		rendezvousTimeoutSeconds, arrived, world)
 }
 
-// connectorInit is stage 4 for every live process that completed its barriers.
+// connectorInit is stage 4 for every live process that completed its barriers and did not hang
+// (simnode parks a hung process where it hung).
 func (s *sim) connectorInit() {
-	ready := func(p *simProc) bool { return p.alive() && p.next == len(p.plan.Rendezvous) }
+	ready := (*simProc).cameUp
 	// The engine_id exchange runs over the workers' world, before the connector comes up.
 	worldByAddr := map[string]map[int]*simProc{}
 	for _, p := range s.procs {

@@ -294,7 +294,7 @@ func (s *sim) connectorAddresses(ready func(*simProc) bool) ([]exitEvent, map[*s
 		}
 		up := true
 		for _, c := range p.children {
-			up = up && c.alive() && !c.hung && !failed[c] && c.next == len(c.plan.Rendezvous)
+			up = up && c.cameUp() && !failed[c]
 		}
 		if !up && hasStep(p.plan, StageConnectorInit) {
 			continue
