@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -228,7 +229,7 @@ func cacheFieldErrors(a *ServeArgs) error {
 	intField("prefix_match_unit", "--prefix-match-unit", false)
 	if flag := "--gpu-memory-utilization"; a.hasOther(flag) {
 		// NaN is left out: how pydantic words it is not pinned down here.
-		if f, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(a.lastOther(flag)), "_", ""), 64); err == nil && f == f {
+		if f, err := pyFloat(a.lastOther(flag)); err == nil && !math.IsNaN(f) {
 			switch {
 			case f <= 0:
 				errs = append(errs, "gpu_memory_utilization: Input should be greater than 0 [input_value="+pyFloatRepr(f)+"]")

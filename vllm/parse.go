@@ -955,14 +955,10 @@ func pyInt(s string) (int, error) {
 	return int(n), nil
 }
 
-// pyFloat parses what Python's float() accepts for the usual spellings.
+// pyFloat parses what Python's float() accepts for the usual spellings, inf, infinity and nan
+// (any case, signed) included.
 func pyFloat(s string) (float64, error) {
-	t := strings.ReplaceAll(strings.TrimSpace(s), "_", "")
-	switch strings.ToLower(strings.TrimLeft(t, "+-")) {
-	case "inf", "infinity", "nan":
-		return 0, nil
-	}
-	return strconv.ParseFloat(t, 64)
+	return strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(s), "_", ""), 64)
 }
 
 // decodeJSON decodes one JSON value with numbers kept as written (json.Number), rejecting
