@@ -294,6 +294,14 @@ def kv_events_bindable(endpoint):
 # --- config stand-ins ---------------------------------------------------------------------------
 
 
+class _HFTextConfigStandIn(StandIn):
+    """The Hugging Face text config: a real layer count, which create_engine_config's arithmetic
+    reads (a turboquant KV cache dtype skips boundary layers: TurboQuantConfig.
+    get_boundary_skip_layers); the rest stood in. Which layers are skipped decides no identity."""
+
+    num_hidden_layers = 32
+
+
 class ModelConfigStandIn:
     """The model config create_engine_config builds from the Hugging Face config: only is_moe
     decides identity (from the scenario's model); the rest are plain defaults."""
@@ -316,7 +324,7 @@ class ModelConfigStandIn:
         self.dtype = "bfloat16"
         self.quantization = None
         self.hf_config = StandIn()
-        self.hf_text_config = StandIn()
+        self.hf_text_config = _HFTextConfigStandIn()
         self.seed = 0
         self.enforce_eager = False
         self.is_diffusion = False
