@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // engineConfigInput is what EngineArgs.create_engine_config reads besides the command line.
@@ -212,17 +213,8 @@ func cacheFieldErrors(a *ServeArgs) error {
 	var errs []string
 	// intField checks an int flag against gt=0 (orEqual false) or ge=0 (orEqual true).
 	intField := func(field, flag string, orEqual bool) {
-		v := a.lastOther(flag)
-		if !a.hasOther(flag) || v == "None" || v == "" {
-			return
-		}
-		n, err := pyInt(v)
-		switch {
-		case err != nil:
-		case orEqual && n < 0:
-			errs = append(errs, fmt.Sprintf("%s: Input should be greater than or equal to 0 [input_value=%d]", field, n))
-		case !orEqual && n <= 0:
-			errs = append(errs, fmt.Sprintf("%s: Input should be greater than 0 [input_value=%d]", field, n))
+		if e := intFieldError(a, field, flag, 0, !orEqual); e != "" {
+			errs = append(errs, e)
 		}
 	}
 	intField("block_size", "--block-size", false)
@@ -245,6 +237,126 @@ func cacheFieldErrors(a *ServeArgs) error {
 		return nil
 	}
 	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("CacheConfig", errs)}
+}
+
+// intFieldError is pydantic's error for an int field that create_engine_config passes from flag
+// as given, under Field(ge=bound), or Field(gt=bound) when strict; "" when the flag is absent,
+// None (a nullable option's) or within the bound. A value int() refuses was refused by the parser.
+func intFieldError(a *ServeArgs, field, flag string, bound int, strict bool) string {
+	v := a.lastOther(flag)
+	if !a.hasOther(flag) || v == "None" || v == "" {
+		return ""
+	}
+	n, err := pyInt(v)
+	switch {
+	case err != nil:
+	case strict && n <= bound:
+		return fmt.Sprintf("%s: Input should be greater than %d [input_value=%d]", field, bound, n)
+	case !strict && n < bound:
+		return fmt.Sprintf("%s: Input should be greater than or equal to %d [input_value=%d]", field, bound, n)
+	}
+	return ""
+}
+
+// noneItems is pydantic's type errors for the None items of a list field (an optional_type
+// option's "" or "None" values, which the field's item type refuses): one per item, by index. The
+// field's validator does not run then.
+func noneItems(field, typ string, vals []string) []string {
+	var errs []string
+	for i, v := range vals {
+		if v == "" || v == "None" {
+			errs = append(errs, fmt.Sprintf("%s.%d: Input should be a valid %s [input_value=None]", field, i, typ))
+		}
+	}
+	return errs
+}
+
+// numaNodesError is ParallelConfig's validation of numa_bind_nodes from --numa-bind-nodes' values
+// (vllm/config/parallel.py: list[int] | None, then _validate_numa_bind_nodes; nargs="+" never gives
+// an empty list). pydantic words a validator's ValueError as "Value error, <message>", without the
+// field.
+func numaNodesError(vals []string) []string {
+	if errs := noneItems("numa_bind_nodes", "integer", vals); errs != nil {
+		return errs
+	}
+	for _, v := range vals {
+		if n, err := pyInt(v); err == nil && n < 0 {
+			return []string{"Value error, numa_bind_nodes must contain non-negative integers."}
+		}
+	}
+	return nil
+}
+
+// numaCPUsError is ParallelConfig's validation of numa_bind_cpus from --numa-bind-cpus' values
+// (vllm/config/parallel.py: list[str] | None, then _validate_numa_bind_cpus): every entry a
+// numactl CPU list ("0-3", "0,2,4-7": numbers or ascending ranges, comma-separated), checked entry
+// by entry.
+func numaCPUsError(vals []string) []string {
+	if errs := noneItems("numa_bind_cpus", "string", vals); errs != nil {
+		return errs
+	}
+	for _, cpuset := range vals {
+		ranges, ok := numactlCPUList(cpuset)
+		if !ok {
+			return []string{"Value error, numa_bind_cpus entries must use numactl CPU list syntax, for example '0-3' or '0,2,4-7'."}
+		}
+		for _, r := range ranges {
+			if r[1] != "" && pyDigitsLess(r[1], r[0]) {
+				return []string{"Value error, numa_bind_cpus ranges must be ascending, but got '" + cpuset + "'."}
+			}
+		}
+	}
+	return nil
+}
+
+// numactlCPUList splits a numactl CPU list into its parts, each [start, end] ("" end for a single
+// CPU), or reports that s is not one. Digits are what Python's \d and int() accept: any Unicode
+// decimal digit.
+func numactlCPUList(s string) ([][2]string, bool) {
+	var out [][2]string
+	for _, part := range strings.Split(s, ",") {
+		start, end, isRange := strings.Cut(part, "-")
+		if !pyDigits(start) || (isRange && !pyDigits(end)) {
+			return nil, false
+		}
+		out = append(out, [2]string{start, end})
+	}
+	return out, true
+}
+
+// pyDigits reports a non-empty run of Unicode decimal digits.
+func pyDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// pyDigitsLess compares two runs of decimal digits as the numbers int() reads from them, however
+// long. Unicode's decimal digits come in blocks of ten, zero to nine, some blocks back to back:
+// a digit's value is its distance from the start of its run of digits, modulo ten.
+func pyDigitsLess(a, b string) bool {
+	norm := func(s string) string {
+		var sb strings.Builder
+		for _, r := range s {
+			start := r
+			for unicode.IsDigit(start - 1) {
+				start--
+			}
+			sb.WriteByte(byte('0' + (r-start)%10))
+		}
+		return strings.TrimLeft(sb.String(), "0")
+	}
+	x, y := norm(a), norm(b)
+	if len(x) != len(y) {
+		return len(x) < len(y)
+	}
+	return x < y
 }
 
 // resolveDeviceIDs is EngineArgs._resolve_device_ids over --device-ids "2,3,5,7" (argparse splits it
@@ -311,6 +423,14 @@ func parallelFeatures(a *ServeArgs, apiProcessCount int) parallelFeatureFlags {
 		dcpCommBackend:      a.lastOther("--dcp-comm-backend"),
 		rayWorkersUseNsight: a.boolFlag("--ray-workers-use-nsight"),
 		apiProcessCount:     max(apiProcessCount, 1),
+		fieldErrs: parallelFlagFieldErrors{
+			maxLoadingWorkers: intFieldError(a, "max_parallel_loading_workers", "--max-parallel-loading-workers", 1, false),
+			ubatchSize:        intFieldError(a, "ubatch_size", "--ubatch-size", 0, false),
+			dboDecode:         intFieldError(a, "dbo_decode_token_threshold", "--dbo-decode-token-threshold", 0, false),
+			dboPrefill:        intFieldError(a, "dbo_prefill_token_threshold", "--dbo-prefill-token-threshold", 0, false),
+			numaNodes:         numaNodesError(a.otherValues("--numa-bind-nodes")),
+			numaCPUs:          numaCPUsError(a.otherValues("--numa-bind-cpus")),
+		},
 	}
 	if eplb := a.jsonConfig("--eplb-config"); eplb != nil {
 		if n, err := strconv.Atoi(pyStr(eplb["num_redundant_experts"])); err == nil {

@@ -174,6 +174,16 @@ type parallelFeatureFlags struct {
 	rayWorkersUseNsight bool
 	// apiProcessCount is _api_process_count (parallelFeatures).
 	apiProcessCount int
+	// fieldErrs are the field validation errors of the fields create_engine_config passes from
+	// their flags as given (parallelFieldErrors), each "" when the field is valid.
+	fieldErrs parallelFlagFieldErrors
+}
+
+// parallelFlagFieldErrors are pydantic's errors for the ParallelConfig fields create_engine_config
+// passes from their flags unchanged: Field(ge=...) constraints and the numa field validators.
+type parallelFlagFieldErrors struct {
+	maxLoadingWorkers, ubatchSize, dboDecode, dboPrefill string
+	numaNodes, numaCPUs                                  []string
 }
 
 // newParallelConfig runs ParallelConfig's construction in pydantic's order: field constraints,
@@ -221,9 +231,11 @@ func newParallelConfig(in parallelConfigInput, env vllmEnv, gpus int, clamp bool
 }
 
 // fieldErrors is pydantic's field validation of ParallelConfig(...), before __post_init__: every
-// field that breaks its constraint (vllm/config/parallel.py: Field(ge=1) on the sizes and nnodes,
-// ge=0 on data_parallel_size_local, data_parallel_rank and node_rank, 1..65535 on the rpc port
-// since PR #51469, the DataParallelBackend literal), in field order, in one ValidationError.
+// field that breaks its constraint (vllm/config/parallel.py: Field(ge=1) on the sizes, nnodes and
+// max_parallel_loading_workers, ge=0 on data_parallel_size_local, data_parallel_rank, node_rank,
+// ubatch_size and the DBO token thresholds, 1..65535 on the rpc port since PR #51469, the
+// DataParallelBackend literal, the numa_bind_nodes and numa_bind_cpus validators), in field
+// order, in one ValidationError.
 func fieldErrors(in parallelConfigInput) error {
 	var errs []string
 	atLeast := func(field string, v, lo int) {
@@ -244,8 +256,16 @@ func fieldErrors(in parallelConfigInput) error {
 	if in.dpBackend != "mp" && in.dpBackend != "ray" {
 		errs = append(errs, "data_parallel_backend: Input should be 'ray' or 'mp' [input_value="+pyRepr(in.dpBackend)+"]")
 	}
+	fe := in.features.fieldErrs
+	for _, e := range []string{fe.maxLoadingWorkers, fe.ubatchSize, fe.dboDecode, fe.dboPrefill} {
+		if e != "" {
+			errs = append(errs, e)
+		}
+	}
 	atLeast("node_rank", in.nodeRk, 0)
 	atLeast("nnodes", in.nnodes, 1)
+	errs = append(errs, fe.numaNodes...)
+	errs = append(errs, fe.numaCPUs...)
 	atLeast("decode_context_parallel_size", in.dcp, 1)
 	if len(errs) == 0 {
 		return nil

@@ -576,6 +576,15 @@ func (p *argParser) option(w string) error {
 				}
 			}
 		}
+		// argparse's store (and vLLM's LoRAParserAction) replaces the list an earlier occurrence
+		// gave: only the last one's values are kept.
+		kept := p.args.Other[:0]
+		for _, o := range p.args.Other {
+			if o.Flag != spec.long() {
+				kept = append(kept, o)
+			}
+		}
+		p.args.Other = kept
 		for _, v := range vals {
 			p.other(spec.long(), &v)
 		}

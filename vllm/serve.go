@@ -249,6 +249,17 @@ func (a *ServeArgs) optionalValue(flag string) bool {
 	return v != "" && v != "None"
 }
 
+// otherValues is every value a flag kept (an nargs="+" option's list), in order.
+func (a *ServeArgs) otherValues(flag string) []string {
+	var out []string
+	for _, o := range a.Other {
+		if o.Flag == flag && o.Value != nil {
+			out = append(out, *o.Value)
+		}
+	}
+	return out
+}
+
 func (a *ServeArgs) hasOther(flag string) bool {
 	for _, o := range a.Other {
 		if o.Flag == flag {

@@ -304,6 +304,12 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		"-tp 2 -dp 2 --data-parallel-rpc-port 70000",
 		"-tp 2 -dp 2 --data-parallel-backend xyz",
 		"-tp 2 -dp 2 --data-parallel-backend xyz --data-parallel-address h0",
+		// ParallelConfig's other constraints and its numa field validators, in field order.
+		"-tp 2 -dp 2 -dcp 0 --dbo-prefill-token-threshold -2 --ubatch-size -5 --max-parallel-loading-workers 0 --numa-bind-cpus 0-3 5-2 --numa-bind-nodes 0 -1",
+		"-tp 2 -dp 2 --numa-bind-cpus None 1 '' --numa-bind-nodes 1 None",
+		// A turboquant KV cache skips boundary layers (TurboQuantConfig.get_boundary_skip_layers):
+		// arithmetic on the model's layer count, which the probe's model config must hold.
+		"-tp 2 -dp 2 --kv-cache-dtype turboquant_k8v4",
 	} {
 		d := vllm.Deployment{Name: "config-texts", Profile: snapshotProfile(t), Seed: "config-texts",
 			Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},
