@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -100,10 +101,15 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	p.Rendezvous = []RendezvousPlan{world}
 	p.Identity.Replica = replicaName(cp.node.Host, world, pc)
 	p.Identity.EngineID = engineID
-	if err := cp.workerDevice(pc, localRank); err != nil {
-		// Worker.init_device raises before init_worker_distributed_environment: the worker never
-		// reaches its torch world, so it names no replica (nor does its engine core, which takes
-		// the first worker's), nor its KV connector, so no engine_id.
+	err := workerSentinelError(pc, cp.args.lastOther("--all2all-backend"))
+	if err == nil {
+		err = cp.workerDevice(pc, localRank)
+	}
+	if err != nil {
+		// Worker.__init__ (its fault-tolerance sentinel) and Worker.init_device raise before
+		// init_worker_distributed_environment: the worker never reaches its torch world, so it
+		// names no replica (nor does its engine core, which takes the first worker's), nor its
+		// KV connector, so no engine_id.
 		p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
 		p.Rendezvous, p.Identity.Replica, p.Identity.EngineID = nil, "", ""
 		return p
@@ -135,6 +141,30 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 		p.Identity.LookupRole = report.LookupServer
 	}
 	return p
+}
+
+// ftAll2AllBackends are the all2all backends whose kernels time out and mask failed ranks, which
+// fault tolerance needs (vllm/v1/worker/sentinel/gpu_worker_sentinel.py FT_BACKEND_SET).
+var ftAll2AllBackends = []string{"deepep_low_latency", "nixl_ep"}
+
+// workerSentinelError is the WorkerSentinel a GPU worker builds in Worker.__init__
+// (vllm/v1/worker/gpu_worker.py) under --enable-fault-tolerance: it refuses any other all2all
+// backend, whatever the model or the DP size. flag is --all2all-backend's value ("" when not
+// given: ParallelConfig's default); _validate_parallel_config replaced the removed pplx and naive.
+func workerSentinelError(pc *ParallelConfig, flag string) error {
+	if !pc.features.enableFaultTol {
+		return nil
+	}
+	backend := flag
+	switch backend {
+	case "", "pplx", "naive":
+		backend = "allgather_reducescatter"
+	}
+	if slices.Contains(ftAll2AllBackends, backend) {
+		return nil
+	}
+	return valueError("Fault tolerance requires an FT-capable all2all backend (one of ['%s']), but got '%s'.",
+		strings.Join(ftAll2AllBackends, "', '"), backend)
 }
 
 // workerDevice is the device a GPU worker selects in Worker.init_device

@@ -358,6 +358,27 @@ func TestLaunchPaths(t *testing.T) {
 			},
 		},
 		{
+			name: "fault tolerance needs an FT-capable all2all backend: the workers refuse any other", moe: true, profile: "main",
+			source: "vllm/v1/worker/gpu_worker.py Worker.__init__, vllm/v1/worker/sentinel/gpu_worker_sentinel.py WorkerSentinel (naive is replaced by allgather_reducescatter first: config/parallel.py)",
+			nodes: []Node{node("h0", "vllm serve org/M -dp 2 --data-parallel-rank 0 -dpa h0 -ep --enable-fault-tolerance --all2all-backend naive "+storeBoth),
+				node("h1", "vllm serve org/M -dp 2 --data-parallel-rank 1 -dpa h0 -ep --enable-fault-tolerance "+storeBoth)},
+			kinds: []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				for _, id := range []string{"h0/0/engine-core-0/worker-0", "h1/0/engine-core-1/worker-0"} {
+					crashedWith(id, "ValueError: Fault tolerance requires an FT-capable all2all backend (one of ['deepep_low_latency', 'nixl_ep']), but got 'allgather_reducescatter'.")(t, procs)
+					if w := get(t, procs, id); w.Replica != "" || w.EngineID != "" || len(w.Rendezvous) != 0 {
+						t.Errorf("%s raised in Worker.__init__, before its torch world: replica %q, engine_id %q, rendezvous %+v", id, w.Replica, w.EngineID, w.Rendezvous)
+					}
+				}
+			},
+		},
+		{
+			name: "fault tolerance with an FT-capable all2all backend starts", moe: true, profile: "main",
+			source: "vllm/v1/worker/sentinel/gpu_worker_sentinel.py FT_BACKEND_SET",
+			nodes: []Node{node("h0", "vllm serve org/M -dp 2 --data-parallel-rank 0 -dpa h0 -ep --enable-fault-tolerance --all2all-backend deepep_low_latency "+storeBoth),
+				node("h1", "vllm serve org/M -dp 2 --data-parallel-rank 1 -dpa h0 -ep --enable-fault-tolerance --all2all-backend nixl_ep "+storeBoth)},
+		},
+		{
 			name: "--device-ids picks the node's GPUs: each DP engine takes its slice of them", moe: true, profile: "main",
 			source: "vllm/engine/arg_utils.py _resolve_device_ids; vllm/v1/worker/gpu_worker.py init_device (assigned_physical_gpu_ids)",
 			nodes:  []Node{node("h", `vllm serve org/M -dp 2 -tp 2 --device-ids "4,5,6,7" `+storeBoth)},

@@ -310,6 +310,10 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		// A turboquant KV cache skips boundary layers (TurboQuantConfig.get_boundary_skip_layers):
 		// arithmetic on the model's layer count, which the probe's model config must hold.
 		"-tp 2 -dp 2 --kv-cache-dtype turboquant_k8v4",
+		// Each worker's fault-tolerance sentinel (Worker.__init__) refuses a backend without FT
+		// kernels; an external-LB rank plans its workers.
+		"-tp 2 -dp 2 --data-parallel-rank 1 --enable-fault-tolerance",
+		"-tp 2 -dp 2 --data-parallel-rank 1 --enable-fault-tolerance --all2all-backend nixl_ep",
 	} {
 		d := vllm.Deployment{Name: "config-texts", Profile: snapshotProfile(t), Seed: "config-texts",
 			Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},
