@@ -92,4 +92,24 @@ var _ = Describe("gRPC front ends", Label("grpc"), func() {
 		Expect(socket(grpc).Error).To(BeEmpty())
 		Expect(socket(grpc).BindSeq).To(BeNumerically(">", socket(http).BindSeq), "both bound the port, the gRPC front end last")
 	}, SpecTimeout(runBound))
+
+	// The engine of another host dies after its handshake, before its READY: a P2P offload tier
+	// without PYTHONHASHSEED, which the probe does not build (it plans no connector constructor):
+	// the model plans it.
+	It("bind next to a front end whose remote engine died before its READY: that front end waits for ever, so the gRPC front end serves (model planner)", Label(labelPlannerModel), func(ctx SpecContext) {
+		p := planFile(ctx, modelPlanner, filepath.Join(dir, "grpc-beside-front-end-of-dead-remote-engine.yaml"), "main-455edc0")
+		r := p.run(ctx, primaryRuntime())
+		Expect(r.report).To(matchers.HaveViolationKinds(report.ProcessCrashed))
+		expectAsPlanned(p, r.report)
+		procs := byID(r.report)
+		Expect(procs["h1/0/engine-core-1"].Exit).NotTo(BeNil())
+		Expect(procs["h1/0/engine-core-1"].Exit.Error).To(HavePrefix("ValueError: PYTHONHASHSEED must be set"))
+		Expect(procs["h1/0/engine-core-1"].Rendezvous).To(HaveLen(1), "it completed its handshake before it died")
+		Expect(procs["h0/0/engine-core-0"].Ready).To(BeTrue(), "the front end's local engine came up")
+		http, grpc := procs["h0/0/api-server-0"], procs["h0/1/api-server-0"]
+		Expect(http.Exit).To(BeNil(), "the HTTP front end waits for the remote engine's READY")
+		Expect(http.Ready).To(BeFalse(), "the HTTP front end waits for the remote engine's READY")
+		Expect(grpc.Exit).To(BeNil())
+		Expect(grpc.Ready).To(BeTrue())
+	}, SpecTimeout(runBound))
 })

@@ -62,10 +62,13 @@ type proc struct {
 	// readyRefusal is the exception a front end raises once its engines are up: its handshake
 	// completed with an engine whose READY it refuses (rendezvous.Result.Late).
 	readyRefusal string
-	id           string
-	log          *slog.Logger
-	stderr       io.Writer
-	store        *client.Client
+	// remoteEngines are the engines of other hosts (or of other commands) on the handshakes this
+	// front end served, by process ID: it serves only once each of them is up (waitEnginesUp).
+	remoteEngines []string
+	id            string
+	log           *slog.Logger
+	stderr        io.Writer
+	store         *client.Client
 
 	statusMu sync.Mutex
 	status   io.Writer
@@ -404,8 +407,16 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	// executor's workers and its scheduler are up (vllm/v1/engine/core.py, vllm/v1/engine/utils.py).
 	// When one of them failed its failure path ends this process; when one hung, this one waits
 	// for ever as well. (A headless launcher, which serves nothing, waits for nobody.)
-	if len(p.plan.Children) > 0 && p.servesLater() && !p.waitDescendantsUp(ctx) {
+	if len(p.plan.Children) > 0 && (p.servesLater() || p.sendsReady()) && !p.waitDescendantsUp(ctx) {
 		return p.park(ctx)
+	}
+	// The engines of other hosts send their READY over the handshake too; the front end does not
+	// watch them (only its local processes' sentinels), so one that died or hung keeps it waiting.
+	if len(p.remoteEngines) > 0 && !p.waitEnginesUp(ctx, p.remoteEngines) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return p.parkWaiting(ctx)
 	}
 	if p.readyRefusal != "" {
 		// The front end refuses an engine's READY (vllm.HandshakeExpect.RefuseReady) there.
@@ -593,6 +604,9 @@ func (p *proc) joinRendezvous(ctx context.Context) *pyError {
 		}
 		if res.Late != "" {
 			p.readyRefusal = res.Late
+		}
+		if rp.Rank == 0 && rp.Expect != nil {
+			p.remoteEngines = append(p.remoteEngines, p.notBelow(res.IDs)...)
 		}
 		// A barrier that completed is recorded (and its engine_id adopted) even when the parent
 		// stopped this process at that moment: like vLLM's collective, it completed for every

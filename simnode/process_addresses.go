@@ -347,6 +347,86 @@ func (p *proc) waitDescendantsUp(ctx context.Context) bool {
 	return p.waitUp(ctx, all)
 }
 
+// sendsReady: the process is an engine on a front end's handshake (its HELLO is in the plan): it
+// sends READY, and so reports itself up, only once its executor's workers are up.
+func (p *proc) sendsReady() bool {
+	return slices.ContainsFunc(p.plan.Rendezvous, func(rp vllm.RendezvousPlan) bool { return rp.Hello != nil })
+}
+
+// notBelow lists the IDs of a barrier's members (by rank, rank 0 left out) that are not this
+// process's descendants, in rank order.
+func (p *proc) notBelow(ids map[int]string) []string {
+	below := map[string]bool{}
+	for _, c := range p.plan.Children {
+		eachPlan(c, func(q *vllm.ProcessPlan) { below[q.Identity.ID] = true })
+	}
+	var out []string
+	for r := 1; r < len(ids); r++ {
+		if id, ok := ids[r]; ok && !below[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// waitEnginesUp waits until the store holds every one of ids as ready (true), or one of them as
+// exited or hung (false: its READY never comes). Bounded like waitUp: past the bound the process
+// goes on, as a simulation too slow to tell.
+func (p *proc) waitEnginesUp(ctx context.Context, ids []string) bool {
+	ctx, cancel := context.WithTimeout(ctx, p.waitBound())
+	defer cancel()
+	want := map[string]bool{}
+	for _, id := range ids {
+		want[id] = true
+	}
+	for {
+		// The newest sequence number, before the records are read: a post after it wakes the wait.
+		ev, err := p.store.Events(ctx, math.MaxUint64, 0)
+		if err == nil {
+			var recs []report.Process
+			if recs, err = p.store.Reports(ctx); err == nil {
+				up := 0
+				for _, r := range recs {
+					if !want[r.ID] {
+						continue
+					}
+					switch {
+					case r.Exit != nil || r.Hung != nil:
+						return false
+					case r.Ready:
+						up++
+					}
+				}
+				if up == len(want) {
+					return true
+				}
+				_, err = p.store.WaitFor(ctx, ev.LastSeq, func(e api.Event) bool { return want[e.Process] })
+			}
+		}
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				p.log.Warn("remote engines not seen up; serving anyway", "engines", ids, "bound", p.waitBound())
+				return true
+			}
+			if ctx.Err() != nil {
+				return false
+			}
+			p.log.Warn("remote engines not readable; serving anyway", "engines", ids, "err", err)
+			return true
+		}
+	}
+}
+
+// parkWaiting holds a process that waits for ever on processes elsewhere (a front end whose
+// remote engine never sends READY): it says so, gives up its later bind turns, and waits to be
+// stopped.
+func (p *proc) parkWaiting(ctx context.Context) *pyError {
+	p.publish(PhaseWaiting)
+	p.seq.Exited(p.id)
+	<-ctx.Done()
+	return nil
+}
+
 // servesLater: the process does something once it serves — binds or listens at StageServing,
 // dials a peer, or refuses an engine's READY.
 func (p *proc) servesLater() bool {

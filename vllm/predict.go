@@ -152,6 +152,9 @@ type simProc struct {
 	// hung: an address step never returned (predict_addresses.go); the process lives on without
 	// progress and starts no children.
 	hung bool
+	// engines are the members of the front-end handshakes this process served (rank 0 with an
+	// Expect): the engines whose READY it waits for, local or on other hosts.
+	engines []*simProc
 }
 
 func (p *simProc) alive() bool { return p.started && !p.exited }
@@ -214,10 +217,23 @@ func (s *sim) run() {
 }
 
 // serving: p reached StageServing. It is alive, did not hang, completed its rendezvous, and every
-// process below it came up: vLLM's front end leaves wait_for_engine_startup once its engines sent
-// READY, which an engine core sends once its executor's workers and its scheduler are up
-// (vllm/v1/engine/core.py EngineCoreProc, vllm/v1/engine/utils.py).
-func (p *simProc) serving() bool { return p.cameUp() && p.upBelow() }
+// process below it and every engine of its handshakes came up: vLLM's front end leaves
+// wait_for_engine_startup once its engines sent READY, which an engine core sends once its
+// executor's workers and its scheduler are up (vllm/v1/engine/core.py EngineCoreProc,
+// vllm/v1/engine/utils.py). The engines of other hosts count too: wait_for_engine_startup has no
+// deadline and watches only its local processes, so a remote engine that dies or hangs before its
+// READY keeps the front end waiting for ever.
+func (p *simProc) serving() bool {
+	if !p.cameUp() || !p.upBelow() {
+		return false
+	}
+	for _, e := range p.engines {
+		if !e.cameUp() || !e.upBelow() {
+			return false
+		}
+	}
+	return true
+}
 
 // cameUp: p is alive, did not hang and completed its rendezvous.
 func (p *simProc) cameUp() bool {
@@ -496,6 +512,16 @@ func (s *sim) settle(b *barrier, force bool) bool {
 			m.p.next++
 		}
 		b.resolved = true
+		for _, m := range arrived {
+			if m.plan.Rank == 0 && m.plan.Expect != nil {
+				// A front end's handshake: it waits for every engine's READY, local or not.
+				for _, e := range arrived {
+					if e.p != m.p {
+						m.p.engines = append(m.p.engines, e.p)
+					}
+				}
+			}
+		}
 		if front, why := readyRefusal(arrived); front != nil {
 			// Every engine got its answer; the front end refuses a READY once its engines are up
 			// (RefuseReady), at the end of start-up (run).

@@ -48,6 +48,38 @@ func TestFrontEndServesOnlyOnceItsEnginesAreUp(t *testing.T) {
 			t.Errorf("h/1/api-server-0: exit %+v, socket %+v: want it serving", g.Exit, socket(g))
 		}
 	})
+	// An engine of another host that dies after its handshake and before its READY: the front
+	// end's wait_for_engine_startup has no deadline and polls only its local processes' sentinels,
+	// so it waits for ever. Here the P2P offload tier refuses to start without PYTHONHASHSEED
+	// (vllm/v1/kv_offload/tiering/p2p/manager.py), which only the front end's host sets.
+	t.Run("a front end whose remote engine dies before its READY never listens", func(t *testing.T) {
+		const kv = `--kv-transfer-config '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":1000000,"secondary_tiers":[{"type":"p2p"}]}}'`
+		const dp = " -dp 2 -dpl 1 -dpa h --data-parallel-rpc-port 13345 "
+		for _, remote := range []string{"", "PYTHONHASHSEED=0 "} {
+			procs := predict(t, false, "main",
+				node("h", "CUDA_VISIBLE_DEVICES=0 PYTHONHASHSEED=0 vllm serve org/M --port 8000 --api-server-count 1"+dp+kv,
+					"CUDA_VISIBLE_DEVICES=1 vllm serve org/M --grpc --port 8000"),
+				node("g", remote+"vllm serve org/M --headless --data-parallel-start-rank 1"+dp+kv))
+			engine, http, grpc := get(t, procs, "g/0/engine-core-1"), get(t, procs, "h/0/api-server-0"), get(t, procs, "h/1/api-server-0")
+			if remote != "" {
+				// With the seed on both hosts every engine sends READY: the HTTP front end listens
+				// first, and the gRPC bind beside it fails.
+				if engine.Exit != nil || http.Exit != nil || grpc.Exit == nil || socket(grpc).Errno != AddrInUseErrno {
+					t.Errorf("seeded: engine exit %+v, HTTP exit %+v, gRPC exit %+v socket %+v: want the HTTP front end serving and the gRPC bind refused", engine.Exit, http.Exit, grpc.Exit, socket(grpc))
+				}
+				continue
+			}
+			if engine.Exit == nil || len(engine.Rendezvous) != 1 || engine.Rendezvous[0].Error != "" {
+				t.Fatalf("g/0/engine-core-1: exit %+v, rendezvous %+v: the test's premise (it dies after its handshake) is gone", engine.Exit, engine.Rendezvous)
+			}
+			if http.Exit != nil {
+				t.Errorf("h/0/api-server-0: exit %+v, want it waiting for READY", http.Exit)
+			}
+			if grpc.Exit != nil || socket(grpc).Error != "" {
+				t.Errorf("h/1/api-server-0: exit %+v, socket %+v: want it serving beside a socket that never listens", grpc.Exit, socket(grpc))
+			}
+		}
+	})
 	t.Run("with engines up the first listener keeps the port", func(t *testing.T) {
 		procs := predict(t, false, "main", node("h", "vllm serve org/M --port 8000 -tp 2",
 			"CUDA_VISIBLE_DEVICES=2,3 vllm serve org/M --grpc --port 8000 -tp 2"))

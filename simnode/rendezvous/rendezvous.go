@@ -73,6 +73,8 @@ type Result struct {
 	Values map[int]string
 	// Late, on rank 0, is the first Screening.Late of the members, in arrival order.
 	Late string
+	// IDs, on rank 0, are the members' Member.ID by rank (rank 0's own included).
+	IDs map[int]string
 }
 
 func (m Member) validate() error {
@@ -171,7 +173,7 @@ func Join(ctx context.Context, m Member, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	if m.WorldSize == 1 {
-		return Result{Values: map[int]string{0: m.Value}}, nil
+		return Result{Values: map[int]string{0: m.Value}, IDs: map[int]string{0: m.ID}}, nil
 	}
 	if m.Rank == 0 {
 		return serve(ctx, m, cfg)
@@ -254,7 +256,7 @@ func (l *Listener) Join(ctx context.Context, value string, cfg Config) (Result, 
 	m.Value = value
 	if m.WorldSize == 1 {
 		l.Close()
-		return Result{Values: map[int]string{0: m.Value}}, nil
+		return Result{Values: map[int]string{0: m.Value}, IDs: map[int]string{0: m.ID}}, nil
 	}
 	return serveOn(ctx, m, cfg, l.ln)
 }

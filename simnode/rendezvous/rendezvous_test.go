@@ -97,6 +97,33 @@ func TestEveryMemberLeavesWithEveryValue(t *testing.T) {
 	}
 }
 
+// Rank 0 leaves knowing who came, by rank: a front end learns which engines joined its handshake
+// from their HELLOs (the engines whose READY it then waits for).
+func TestRank0LeavesWithTheMembersIDs(t *testing.T) {
+	addr := freeAddr(t)
+	ms := members("dp", addr, 3, 2, 0, 1)
+	var wg sync.WaitGroup
+	var ids map[int]string
+	for _, m := range ms {
+		wg.Go(func() {
+			res, err := Join(context.Background(), m, cfg(timeout))
+			if err != nil {
+				t.Errorf("rank %d: %v", m.Rank, err)
+			}
+			if m.Rank == 0 {
+				ids = res.IDs
+			} else if res.IDs != nil {
+				t.Errorf("rank %d left with IDs %v: only rank 0 knows who came", m.Rank, res.IDs)
+			}
+		})
+	}
+	wg.Wait()
+	want := map[int]string{0: "h/0/worker-0", 1: "h/0/worker-1", 2: "h/0/worker-2"}
+	if fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("rank 0 left with IDs %v, want %v", ids, want)
+	}
+}
+
 // joinValues runs one Join per member concurrently and returns the values each left with, by
 // rank; a member whose Join fails fails t.
 func joinValues(t *testing.T, ctx context.Context, ms []Member) map[int]map[int]string {

@@ -55,7 +55,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 	go accept(ctx, ln, arrivals, departures)
 
 	members := map[int]net.Conn{}
-	ids := map[int]string{}
+	ids := map[int]string{0: m.ID}
 	values := map[int]string{0: m.Value}
 	wants := map[int][]int{} // Member.Want of each member that named the values it reads
 	// screenings are rank 0's judgements of the members' hellos, kept for a refusal's answers.
@@ -191,7 +191,7 @@ func serveOn(ctx context.Context, m Member, cfg Config, ln net.Listener) (Result
 		}
 		write(c, encodeVerdict(verdict{OK: true, Values: some}))
 	}
-	return Result{Values: values, Late: late}, nil
+	return Result{Values: values, Late: late, IDs: ids}, nil
 }
 
 // accept reads each connection's hello and reports it; after a hello it watches the connection and
