@@ -34,6 +34,9 @@ type vllmEnv struct {
 	// runtimeLoRAUpdating is VLLM_ALLOW_RUNTIME_LORA_UPDATING ("1" or "true", stripped, in any
 	// case), which run_multi_api_server refuses with more than one API server.
 	runtimeLoRAUpdating bool
+	// nicEnvErr is what set_worker_net_device raises in each worker before it builds its Worker
+	// when only one of VLLM_GPU_NIC_PCIE_MAPPING and VLLM_NIC_SELECTION_VARS is set (non-blank).
+	nicEnvErr error
 }
 
 // readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
@@ -88,6 +91,17 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 	switch strings.ToLower(strings.TrimSpace(env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"])) {
 	case "1", "true":
 		e.runtimeLoRAUpdating = true
+	}
+	// vllm/v1/executor/vllm_net_devices.py set_worker_net_device: the two come together or not at
+	// all. (With both, the mapping names PCI addresses of the host's GPUs and NICs, which a
+	// simulated host does not have: the model takes them as valid.)
+	mapping := strings.TrimSpace(env["VLLM_GPU_NIC_PCIE_MAPPING"]) != ""
+	selection := strings.TrimSpace(env["VLLM_NIC_SELECTION_VARS"]) != ""
+	switch {
+	case mapping && !selection:
+		e.nicEnvErr = &PyError{Type: "RuntimeError", Msg: "VLLM_GPU_NIC_PCIE_MAPPING is set but VLLM_NIC_SELECTION_VARS is not; both must be set together."}
+	case selection && !mapping:
+		e.nicEnvErr = &PyError{Type: "RuntimeError", Msg: "VLLM_NIC_SELECTION_VARS is set but VLLM_GPU_NIC_PCIE_MAPPING is not; both must be set together."}
 	}
 	e.hostIP = env["VLLM_HOST_IP"]
 	e.mooncakeRequesterHostname = strings.TrimSpace(env["MOONCAKE_REQUESTER_LOCAL_HOSTNAME"])

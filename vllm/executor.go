@@ -101,12 +101,22 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	p.Rendezvous = []RendezvousPlan{world}
 	p.Identity.Replica = replicaName(cp.node.Host, world, pc)
 	p.Identity.EngineID = engineID
-	err := workerSentinelError(pc, cp.args.lastOther("--all2all-backend"))
+	// The worker process sets its NIC selection first (set_worker_net_device), then builds its
+	// Worker (the fault-tolerance sentinel) and selects its device.
+	err := cp.env.nicEnvErr
+	if err != nil {
+		// Before its Worker exists, the worker's ParallelConfig still has the rank the engine
+		// core's has (WorkerBase.__init__ sets parallel_config.rank): 0.
+		tpRank, _, ppRank := pc.workerRanks(0)
+		p.Identity.Rank, p.Identity.TPRank, p.Identity.PPRank = intPtr(0), intPtr(tpRank), intPtr(ppRank)
+	} else {
+		err = workerSentinelError(pc, cp.args.lastOther("--all2all-backend"))
+	}
 	if err == nil {
 		err = cp.workerDevice(pc, localRank)
 	}
 	if err != nil {
-		// Worker.__init__ (its fault-tolerance sentinel) and Worker.init_device raise before
+		// set_worker_net_device, Worker.__init__ and Worker.init_device raise before
 		// init_worker_distributed_environment: the worker never reaches its torch world, so it
 		// names no replica (nor does its engine core, which takes the first worker's), nor its
 		// KV connector, so no engine_id.

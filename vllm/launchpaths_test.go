@@ -373,6 +373,31 @@ func TestLaunchPaths(t *testing.T) {
 			},
 		},
 		{
+			name: "NIC selection: the PCIe mapping without the selection variables fails every worker before its Worker exists", moe: true, profile: "main",
+			source: "vllm/v1/executor/vllm_net_devices.py set_worker_net_device, called by multiproc_executor.py WorkerProc.worker_main before WorkerProc.__init__",
+			nodes: []Node{node("h0", "VLLM_GPU_NIC_PCIE_MAPPING=0000:1a:00.0=0000:1b:00.0 VLLM_NIC_SELECTION_VARS=' ' vllm serve org/M -tp 2 -ep -dp 2 --data-parallel-rank 0 -dpa h0 --enable-fault-tolerance "+storeBoth),
+				node("h1", "vllm serve org/M -tp 2 -ep -dp 2 --data-parallel-rank 1 -dpa h0 --enable-fault-tolerance --all2all-backend nixl_ep "+storeBoth)},
+			// h1's workers wait in vain for h0's at the DP group's torch world.
+			kinds: []report.Kind{report.ProcessCrashed, report.RendezvousFailed},
+			also: func(t *testing.T, procs []report.Process) {
+				// Before the fault-tolerance sentinel, and before WorkerBase.__init__ sets the
+				// worker's rank in its ParallelConfig: both workers still say rank 0.
+				for _, id := range []string{"h0/0/engine-core-0/worker-0", "h0/0/engine-core-0/worker-1"} {
+					crashedWith(id, "RuntimeError: VLLM_GPU_NIC_PCIE_MAPPING is set but VLLM_NIC_SELECTION_VARS is not; both must be set together.")(t, procs)
+					if w := get(t, procs, id); w.Rank == nil || *w.Rank != 0 || w.TPRank == nil || *w.TPRank != 0 {
+						t.Errorf("%s: rank %v tp rank %v, want 0 and 0", id, w.Rank, w.TPRank)
+					}
+				}
+			},
+		},
+		{
+			name: "NIC selection variables without the mapping fail the workers too", moe: false, profile: "main",
+			source: "vllm/v1/executor/vllm_net_devices.py set_worker_net_device",
+			nodes:  []Node{node("h", "VLLM_NIC_SELECTION_VARS=NCCL_IB_HCA vllm serve org/M -tp 2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also:   crashedWith("h/0/engine-core-0/worker-1", "RuntimeError: VLLM_NIC_SELECTION_VARS is set but VLLM_GPU_NIC_PCIE_MAPPING is not; both must be set together."),
+		},
+		{
 			name: "fault tolerance with an FT-capable all2all backend starts", moe: true, profile: "main",
 			source: "vllm/v1/worker/sentinel/gpu_worker_sentinel.py FT_BACKEND_SET",
 			nodes: []Node{node("h0", "vllm serve org/M -dp 2 --data-parallel-rank 0 -dpa h0 -ep --enable-fault-tolerance --all2all-backend deepep_low_latency "+storeBoth),
