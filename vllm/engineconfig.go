@@ -42,7 +42,7 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 		return nil, &PyError{Type: "NotImplementedError", Msg: feature + " is not supported. We recommend to remove " + feature + " from your config."}
 	}
 	// CacheConfig(...) comes next, before any DP check.
-	if err := cacheFieldErrors(a); err != nil {
+	if err := cacheFieldErrors(a, in.env); err != nil {
 		return nil, err
 	}
 	// Asserts before PR #49124, ValueErrors since (dpLaunchCheck); the headless one stayed an assert.
@@ -209,7 +209,7 @@ func createEngineConfig(in engineConfigInput) (*ParallelConfig, error) {
 // mamba_block_size and replayssm_buffer_len gt=0, gpu_memory_utilization in (0, 1],
 // prefix_cache_retention_interval ge=0), every broken constraint in field order, in one
 // ValidationError. A flag left out, or None for the nullable ones, keeps its valid default.
-func cacheFieldErrors(a *ServeArgs) error {
+func cacheFieldErrors(a *ServeArgs, env vllmEnv) error {
 	var errs []string
 	// intField checks an int flag against gt=0 (orEqual false) or ge=0 (orEqual true).
 	intField := func(field, flag string, orEqual bool) {
@@ -229,6 +229,10 @@ func cacheFieldErrors(a *ServeArgs) error {
 				errs = append(errs, "gpu_memory_utilization: Input should be less than or equal to 1 [input_value="+pyFloatRepr(f)+"]")
 			}
 		}
+	}
+	if n := env.prefixRetention; n != nil && !a.hasOther("--prefix-cache-retention-interval") && *n < 0 {
+		// The deprecated variable's value is the default when the flag gives none.
+		errs = append(errs, fmt.Sprintf("prefix_cache_retention_interval: Input should be greater than or equal to 0 [input_value=%d]", *n))
 	}
 	intField("prefix_cache_retention_interval", "--prefix-cache-retention-interval", true)
 	intField("mamba_block_size", "--mamba-block-size", false)

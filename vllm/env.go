@@ -37,6 +37,9 @@ type vllmEnv struct {
 	// nicEnvErr is what set_worker_net_device raises in each worker before it builds its Worker
 	// when only one of VLLM_GPU_NIC_PCIE_MAPPING and VLLM_NIC_SELECTION_VARS is set (non-blank).
 	nicEnvErr error
+	// prefixRetention is VLLM_PREFIX_CACHE_RETENTION_INTERVAL (nil when unset): the default of
+	// CacheConfig.prefix_cache_retention_interval when the flag does not give one.
+	prefixRetention *int
 }
 
 // readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
@@ -55,6 +58,16 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 			return 0, validationError("ParallelConfig", "invalid literal for int() with base 10: %s", pyRepr(env[name]))
 		}
 		return n, nil
+	}
+	// CacheConfig.prefix_cache_retention_interval's default factory (vllm/config/cache.py
+	// _get_prefix_cache_retention_interval) runs while the parser is built, before the default
+	// ParallelConfig() below: int() of the deprecated variable, its ValueError unwrapped.
+	if v, ok := env["VLLM_PREFIX_CACHE_RETENTION_INTERVAL"]; ok {
+		n, err := pyInt(v)
+		if err != nil {
+			return e, valueError("invalid literal for int() with base 10: %s", pyRepr(v))
+		}
+		e.prefixRetention = &n
 	}
 	// In the order ParallelConfig.__post_init__'s offline fallback reads them.
 	var err error
@@ -76,6 +89,10 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 	// one before any flag is read.
 	if e.dpSize < 1 {
 		return e, validationError("ParallelConfig", "data_parallel_size_local (1) must be <= data_parallel_size (%d)", e.dpSize)
+	}
+	// Then its _verify_args: bool(int(VLLM_BATCH_INVARIANT)) ("true" is refused too).
+	if _, err = intVar("VLLM_BATCH_INVARIANT", 0); err != nil {
+		return e, err
 	}
 	if v, ok := env["VLLM_DP_MASTER_IP"]; ok {
 		e.dpMasterIP = v

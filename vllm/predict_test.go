@@ -241,6 +241,18 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, data_parallel_size_local (1) must be <= data_parallel_size (0)"},
 		{"env DP size read first", "vllm/config/parallel.py ParallelConfig.__post_init__", "VLLM_DP_RANK=x VLLM_DP_SIZE=y vllm serve m", true,
 			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, invalid literal for int() with base 10: 'y'"},
+		// The deprecated VLLM_PREFIX_CACHE_RETENTION_INTERVAL is int()-ed by CacheConfig's default
+		// factory while the parser is built, before the parser's default ParallelConfig() reads
+		// the DP variables; VLLM_BATCH_INVARIANT is read by that ParallelConfig's _verify_args,
+		// after them and before any field of the command's own configs.
+		{"env retention interval read first", "vllm/config/cache.py _get_prefix_cache_retention_interval", "VLLM_DP_SIZE=0 VLLM_PREFIX_CACHE_RETENTION_INTERVAL=x vllm serve m", true,
+			"ValueError: invalid literal for int() with base 10: 'x'"},
+		{"env retention interval is the field's default", "vllm/config/cache.py prefix_cache_retention_interval Field(ge=0)", "VLLM_PREFIX_CACHE_RETENTION_INTERVAL=-3 vllm serve m --block-size 0", true,
+			"pydantic_core.ValidationError: 2 validation errors for CacheConfig: block_size: Input should be greater than 0 [input_value=0]; prefix_cache_retention_interval: Input should be greater than or equal to 0 [input_value=-3]"},
+		{"env batch invariance after the DP variables", "vllm/config/parallel.py _verify_args (envs.VLLM_BATCH_INVARIANT)", "VLLM_BATCH_INVARIANT=true vllm serve m -tp 0", true,
+			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, invalid literal for int() with base 10: 'true'"},
+		{"env batch invariance, DP size first", "vllm/config/parallel.py _validate_parallel_config before _verify_args", "VLLM_BATCH_INVARIANT=x VLLM_DP_SIZE=0 vllm serve m", true,
+			"data_parallel_size_local (1) must be <= data_parallel_size (0)"},
 		// CacheConfig(...) is built before any DP check and before ParallelConfig(...); pydantic
 		// reports every broken field constraint at once, in field order.
 		{"block size 0", "vllm/config/cache.py CacheConfig Field(gt=0)", "vllm serve m --block-size 0", true,
