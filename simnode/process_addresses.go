@@ -306,6 +306,19 @@ func (p *proc) connectAddresses(ctx context.Context) {
 
 // waitPeer waits, bounded, until the store has a record of peer that is ready, hung or exited.
 func (p *proc) waitPeer(ctx context.Context, peer string) error {
+	return p.watchRecords(ctx, map[string]bool{peer: true}, func(recs []report.Process) bool {
+		for _, r := range recs {
+			if r.ID == peer && (r.Ready || r.Exit != nil || r.Hung != nil) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// watchRecords reads the store's records until done says so, waking on each post by one of ids,
+// bounded by waitBound; it returns the store's or the context's error when it stops otherwise.
+func (p *proc) watchRecords(ctx context.Context, ids map[string]bool, done func([]report.Process) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, p.waitBound())
 	defer cancel()
 	for {
@@ -318,12 +331,10 @@ func (p *proc) waitPeer(ctx context.Context, peer string) error {
 		if err != nil {
 			return err
 		}
-		for _, r := range recs {
-			if r.ID == peer && (r.Ready || r.Exit != nil || r.Hung != nil) {
-				return nil
-			}
+		if done(recs) {
+			return nil
 		}
-		if _, err := p.store.WaitFor(ctx, ev.LastSeq, func(e api.Event) bool { return e.Process == peer }); err != nil {
+		if _, err := p.store.WaitFor(ctx, ev.LastSeq, func(e api.Event) bool { return ids[e.Process] }); err != nil {
 			return err
 		}
 	}
@@ -373,48 +384,36 @@ func (p *proc) notBelow(ids map[int]string) []string {
 // exited or hung (false: its READY never comes). Bounded like waitUp: past the bound the process
 // goes on, as a simulation too slow to tell.
 func (p *proc) waitEnginesUp(ctx context.Context, ids []string) bool {
-	ctx, cancel := context.WithTimeout(ctx, p.waitBound())
-	defer cancel()
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
 	}
-	for {
-		// The newest sequence number, before the records are read: a post after it wakes the wait.
-		ev, err := p.store.Events(ctx, math.MaxUint64, 0)
-		if err == nil {
-			var recs []report.Process
-			if recs, err = p.store.Reports(ctx); err == nil {
-				up := 0
-				for _, r := range recs {
-					if !want[r.ID] {
-						continue
-					}
-					switch {
-					case r.Exit != nil || r.Hung != nil:
-						return false
-					case r.Ready:
-						up++
-					}
-				}
-				if up == len(want) {
-					return true
-				}
-				_, err = p.store.WaitFor(ctx, ev.LastSeq, func(e api.Event) bool { return want[e.Process] })
+	up := false
+	err := p.watchRecords(ctx, want, func(recs []report.Process) bool {
+		ready := 0
+		for _, r := range recs {
+			switch {
+			case !want[r.ID]:
+			case r.Exit != nil || r.Hung != nil:
+				return true // its READY never comes
+			case r.Ready:
+				ready++
 			}
 		}
-		if err != nil {
-			if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				p.log.Warn("remote engines not seen up; serving anyway", "engines", ids, "bound", p.waitBound())
-				return true
-			}
-			if ctx.Err() != nil {
-				return false
-			}
-			p.log.Warn("remote engines not readable; serving anyway", "engines", ids, "err", err)
-			return true
-		}
+		up = ready == len(want)
+		return up
+	})
+	switch {
+	case err == nil:
+		return up
+	case ctx.Err() != nil:
+		return false // stopped
+	case errors.Is(err, context.DeadlineExceeded):
+		p.log.Warn("remote engines not seen up; serving anyway", "engines", ids, "bound", p.waitBound())
+	default:
+		p.log.Warn("remote engines not readable; serving anyway", "engines", ids, "err", err)
 	}
+	return true
 }
 
 // parkWaiting holds a process that waits for ever on processes elsewhere (a front end whose

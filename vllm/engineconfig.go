@@ -230,9 +230,11 @@ func cacheFieldErrors(a *ServeArgs, env vllmEnv) error {
 			}
 		}
 	}
-	if n := env.prefixRetention; n != nil && !a.hasOther("--prefix-cache-retention-interval") && *n < 0 {
+	if n := env.prefixRetention; n != nil && !a.hasOther("--prefix-cache-retention-interval") {
 		// The deprecated variable's value is the default when the flag gives none.
-		errs = append(errs, fmt.Sprintf("prefix_cache_retention_interval: Input should be greater than or equal to 0 [input_value=%d]", *n))
+		if e := intBoundError("prefix_cache_retention_interval", *n, 0, false); e != "" {
+			errs = append(errs, e)
+		}
 	}
 	intField("prefix_cache_retention_interval", "--prefix-cache-retention-interval", true)
 	intField("mamba_block_size", "--mamba-block-size", false)
@@ -252,8 +254,16 @@ func intFieldError(a *ServeArgs, field, flag string, bound int, strict bool) str
 		return ""
 	}
 	n, err := pyInt(v)
+	if err != nil {
+		return ""
+	}
+	return intBoundError(field, n, bound, strict)
+}
+
+// intBoundError is pydantic's error for the int n of field under Field(ge=bound), or Field(gt=bound)
+// when strict; "" within the bound.
+func intBoundError(field string, n, bound int, strict bool) string {
 	switch {
-	case err != nil:
 	case strict && n <= bound:
 		return fmt.Sprintf("%s: Input should be greater than %d [input_value=%d]", field, bound, n)
 	case !strict && n < bound:

@@ -175,7 +175,7 @@ type parallelFeatureFlags struct {
 	// apiProcessCount is _api_process_count (parallelFeatures).
 	apiProcessCount int
 	// fieldErrs are the field validation errors of the fields create_engine_config passes from
-	// their flags as given (parallelFieldErrors), each "" when the field is valid.
+	// their flags as given (parallelFeatures), empty where the field is valid.
 	fieldErrs parallelFlagFieldErrors
 }
 
