@@ -395,7 +395,8 @@ func (p *proc) waitEnginesUp(ctx context.Context, ids []string) bool {
 			switch {
 			case !want[r.ID]:
 			case r.Exit != nil || r.Hung != nil:
-				return true // its READY never comes
+				up = false // its READY never comes
+				return true
 			case r.Ready:
 				ready++
 			}
