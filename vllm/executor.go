@@ -101,9 +101,13 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	p.Rendezvous = []RendezvousPlan{world}
 	p.Identity.Replica = replicaName(cp.node.Host, world, pc)
 	p.Identity.EngineID = engineID
-	// The worker process sets its NIC selection first (set_worker_net_device), then builds its
-	// Worker (the fault-tolerance sentinel) and selects its device.
+	// The worker process sets its NIC selection first (set_worker_net_device), then resolves its
+	// worker classes (WorkerWrapperBase.init_worker), builds its Worker (the fault-tolerance
+	// sentinel) and selects its device.
 	err := cp.env.nicEnvErr
+	if err == nil {
+		err = workerClassError(cp.args)
+	}
 	if err != nil {
 		// Before its Worker exists, the worker's ParallelConfig still has the rank the engine
 		// core's has (WorkerBase.__init__ sets parallel_config.rank): 0.
@@ -275,4 +279,41 @@ func pyIntList(v []int) string {
 		parts[i] = strconv.Itoa(n)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// qualnameError is what vllm/utils/import_utils.py resolve_obj_by_qualname raises before it
+// imports anything: a name without a dot does not split into a module and an attribute. A dotted
+// name is taken to import (the model does not know which modules a host has installed).
+func qualnameError(name string) error {
+	if !strings.Contains(name, ".") {
+		return valueError("not enough values to unpack (expected 2, got 1)")
+	}
+	return nil
+}
+
+// executorClassError is Executor.get_class (vllm/v1/executor/abstract.py), which every launch path
+// calls right after create_engine_config: a backend other than ray, mp, uni and
+// external_launcher is an Executor's import path.
+func executorClassError(pc *ParallelConfig) error {
+	switch b := pc.DistributedExecutorBackend; b {
+	case "", "ray", "mp", "uni", "external_launcher":
+		return nil
+	default:
+		return qualnameError(b)
+	}
+}
+
+// workerClassError is WorkerWrapperBase.init_worker (vllm/v1/worker/worker_base.py) resolving
+// --worker-cls (the platform replaces "auto" with its own worker's path) and then a non-empty
+// --worker-extension-cls, in the worker process before it builds its Worker.
+func workerClassError(a *ServeArgs) error {
+	if wc := a.lastOther("--worker-cls"); a.hasOther("--worker-cls") && wc != "auto" {
+		if err := qualnameError(wc); err != nil {
+			return err
+		}
+	}
+	if ext := a.lastOther("--worker-extension-cls"); ext != "" {
+		return qualnameError(ext)
+	}
+	return nil
 }

@@ -40,6 +40,13 @@ func (cp *cmdPlanner) headless() *ProcessPlan {
 		p.ChildFailure = workerStartupFailure
 		return p
 	}
+	// CoreEngineProcManager(..., executor_class=Executor.get_class(vllm_config)). (The follower
+	// above builds a MultiprocExecutor without it; with --nnodes above 1 ParallelConfig has
+	// already refused any backend but mp, uni and external_launcher.)
+	if err := executorClassError(pc); err != nil {
+		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
+		return p
+	}
 	h := headlessHandshake(pc)
 	for j := 0; j < pc.DataParallelSizeLocal && cp.err == nil; j++ {
 		p.Children = append(p.Children, cp.engineCore(pc, pc.DataParallelRank+j, j, id, h))

@@ -35,6 +35,22 @@ type Install struct {
 	PackageDir string `json:"package_dir,omitempty"`
 	// NoRustFrontend: the package carries no executable vllm-rs.
 	NoRustFrontend bool `json:"no_rust_frontend,omitempty"`
+	// ChatTemplates are the names in the package's transformers_utils/chat_templates directory,
+	// where a --chat-template that names no file is looked up (nil for DefaultChatTemplates).
+	ChatTemplates []string `json:"chat_templates,omitempty"`
+}
+
+// DefaultChatTemplates is what a wheel's transformers_utils/chat_templates directory holds: the
+// package's two modules and the templates its registry.py falls back to.
+var DefaultChatTemplates = []string{"__init__.py", "registry.py",
+	"template_basic.jinja", "template_blip2.jinja", "template_chatml.jinja",
+	"template_deepseek_ocr.jinja", "template_deepseek_vl2.jinja", "template_minicpmv45.jinja"}
+
+func (i Install) chatTemplates() []string {
+	if i.ChatTemplates == nil {
+		return DefaultChatTemplates
+	}
+	return i.ChatTemplates
 }
 
 // DefaultPackageDir is where vLLM's images install the vllm package.

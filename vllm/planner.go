@@ -213,6 +213,10 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 		p.Crash = &Crash{Stage: StageConfig, Error: "ValueError: VLLM_ALLOW_RUNTIME_LORA_UPDATING cannot be used with api_server_count > 1"}
 		return p
 	}
+	if err := executorClassError(pc); err != nil {
+		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
+		return p
+	}
 	if (apiCount > 1 || cp.rustFrontend != "") && !(pc.LocalEnginesOnly() || pc.DataParallelRank == 0) {
 		// run_multi_api_server: assert parallel_config.local_engines_only or dp_rank == 0
 		p.Crash = &Crash{Stage: StageConfig, Error: bareAssertion.Error()}

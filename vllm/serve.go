@@ -48,7 +48,7 @@ func decideServe(a *ServeArgs, env map[string]string, inst Install) (serveDecisi
 			return serveDecision{}, err
 		}
 	}
-	if err := validateParsedServeArgs(a); err != nil {
+	if err := validateParsedServeArgs(a, inst); err != nil {
 		return serveDecision{}, err
 	}
 	if a.Entrypoint == EntrypointAPIServer {
@@ -124,8 +124,13 @@ func decideServe(a *ServeArgs, env map[string]string, inst Install) (serveDecisi
 }
 
 // validateParsedServeArgs is cli_args.validate_parsed_serve_args: the quick checks that raise
-// before anything loads.
-func validateParsedServeArgs(a *ServeArgs) error {
+// before anything loads, the chat template first.
+func validateParsedServeArgs(a *ServeArgs, inst Install) error {
+	if a.optionalValue("--chat-template") {
+		if err := chatTemplateError(a.lastOther("--chat-template"), inst); err != nil {
+			return err
+		}
+	}
 	if a.boolFlag("--enable-auto-tool-choice") && !a.hasOther("--tool-call-parser") {
 		return &PyError{Type: "TypeError", Msg: "Error: --enable-auto-tool-choice requires --tool-call-parser"}
 	}

@@ -79,6 +79,11 @@ def source_info():
     install = {"package_dir": root}
     if not (os.path.isfile(rust) and os.access(rust, os.X_OK)):
         install["no_rust_frontend"] = True
+    # Where validate_chat_template looks up a --chat-template that names no file.
+    try:
+        install["chat_templates"] = sorted(os.listdir(os.path.join(root, "transformers_utils", "chat_templates")))
+    except OSError:
+        install["chat_templates"] = []
     return {"name": "vllm", "version": version, "commit": commit, "path": os.path.dirname(root), "install": install,
             "launch_code_sha256": h.hexdigest(), "files": len(files),
             "python": sys.version.split()[0]}
