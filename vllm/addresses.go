@@ -353,7 +353,13 @@ func (cp *cmdPlanner) executorInit(pc *ParallelConfig, e addrEnv, add func(Addre
 }
 
 func (cp *cmdPlanner) engineCoreAddresses(p *ProcessPlan, pc *ParallelConfig, e addrEnv, add func(AddressPlan)) {
-	if pc == nil || p.Crash != nil && p.Crash.Stage == StageEngineInit {
+	if pc == nil {
+		return
+	}
+	if p.Crash != nil && p.Crash.Stage == StageEngineInit {
+		if p.executorInitDone {
+			cp.executorInit(pc, e, add)
+		}
 		return
 	}
 	cp.executorInit(pc, e, add)

@@ -40,6 +40,10 @@ type vllmEnv struct {
 	// prefixRetention is VLLM_PREFIX_CACHE_RETENTION_INTERVAL (nil when unset): the default of
 	// CacheConfig.prefix_cache_retention_interval when the flag does not give one.
 	prefixRetention *int
+	// mqChunkErr is what int() of VLLM_MQ_MAX_CHUNK_BYTES_MB raises (MultiprocExecutor reads it on
+	// a replica's first node before it starts any worker); splitGroupErr the same for
+	// VLLM_DISTRIBUTED_USE_SPLIT_GROUP (each worker, right before it joins its torch world).
+	mqChunkErr, splitGroupErr error
 }
 
 // readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
@@ -120,6 +124,8 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 	case selection && !mapping:
 		e.nicEnvErr = &PyError{Type: "RuntimeError", Msg: "VLLM_NIC_SELECTION_VARS is set but VLLM_GPU_NIC_PCIE_MAPPING is not; both must be set together."}
 	}
+	e.mqChunkErr = intEnvError(env, "VLLM_MQ_MAX_CHUNK_BYTES_MB")
+	e.splitGroupErr = intEnvError(env, "VLLM_DISTRIBUTED_USE_SPLIT_GROUP")
 	e.hostIP = env["VLLM_HOST_IP"]
 	e.mooncakeRequesterHostname = strings.TrimSpace(env["MOONCAKE_REQUESTER_LOCAL_HOSTNAME"])
 	if v, ok := env["CUDA_VISIBLE_DEVICES"]; ok {
@@ -132,6 +138,17 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 		}
 	}
 	return e, nil
+}
+
+// intEnvError is the ValueError int() raises on a variable envs.py reads as an integer, where the
+// reader catches nothing; nil when it is unset or an integer.
+func intEnvError(env map[string]string, name string) error {
+	if v, ok := env[name]; ok {
+		if _, err := pyInt(v); err != nil {
+			return valueError("invalid literal for int() with base 10: %s", pyRepr(v))
+		}
+	}
+	return nil
 }
 
 // vllmPortEnv is envs.get_vllm_port: int() of VLLM_PORT, else a URI hint, else "must be a valid

@@ -78,6 +78,13 @@ func (cp *cmdPlanner) attachExecutorWorkers(p *ProcessPlan, pc *ParallelConfig, 
 		}
 	}
 	if pc.DistributedExecutorBackend != "uni" {
+		if cp.env.mqChunkErr != nil {
+			// MultiprocExecutor._init_executor sizes the replica's broadcast queue
+			// (envs.VLLM_MQ_MAX_CHUNK_BYTES_MB) before it starts the workers, once it has its
+			// distributed_init_method.
+			p.executorInitDone = true
+			return cp.env.mqChunkErr
+		}
 		return cp.attachWorkers(p, pc, engineID)
 	}
 	localAddr := cp.workersLocalAddr(pc)
@@ -118,6 +125,11 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 	}
 	if err == nil {
 		err = cp.workerDevice(pc, localRank)
+	}
+	if err == nil {
+		// init_distributed_environment reads it last, before init_process_group
+		// (vllm/distributed/parallel_state.py).
+		err = cp.env.splitGroupErr
 	}
 	if err != nil {
 		// set_worker_net_device, Worker.__init__ and Worker.init_device raise before

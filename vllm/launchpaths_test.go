@@ -398,6 +398,40 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/engine-core-0/worker-1", "RuntimeError: VLLM_NIC_SELECTION_VARS is set but VLLM_GPU_NIC_PCIE_MAPPING is not; both must be set together."),
 		},
 		{
+			name: "VLLM_MQ_MAX_CHUNK_BYTES_MB that int() refuses: the replica's engine core fails before its workers; the headless follower never reads it", moe: true, profile: "main",
+			source: "vllm/v1/executor/multiproc_executor.py MultiprocExecutor._init_executor (node_rank_within_dp == 0, after get_file_store_init_method); vllm/envs.py",
+			nodes: []Node{node("h0", "VLLM_MQ_MAX_CHUNK_BYTES_MB=16MB vllm serve org/M -tp 16 --nnodes 2 --node-rank 0 --master-addr h0 "+storeBoth),
+				node("h1", "VLLM_MQ_MAX_CHUNK_BYTES_MB=16MB vllm serve org/M -tp 16 --nnodes 2 --node-rank 1 --master-addr h0 --headless "+storeBoth)},
+			// The follower's workers wait in vain for the head's.
+			kinds: []report.Kind{report.ProcessCrashed, report.RendezvousFailed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h0/0/engine-core-0", "ValueError: invalid literal for int() with base 10: '16MB'")(t, procs)
+				if ws := under(procs, "h0/0/engine-core-0/"); len(ws) != 0 {
+					t.Errorf("the engine core started %d workers, want none", len(ws))
+				}
+				if w := get(t, procs, "h1/0/headless-0/worker-0"); w.Crashed() && strings.Contains(w.Exit.Error, "invalid literal") {
+					t.Errorf("the follower read it: %s", exitText(w))
+				}
+			},
+		},
+		{
+			name: "VLLM_MQ_MAX_CHUNK_BYTES_MB is the multiproc executor's alone: the uni executor starts", moe: false, profile: "main",
+			source: "vllm/v1/executor/uniproc_executor.py (reads no such variable)",
+			nodes:  []Node{node("h", "VLLM_MQ_MAX_CHUNK_BYTES_MB=x vllm serve org/M "+storeBoth)},
+		},
+		{
+			name: "VLLM_DISTRIBUTED_USE_SPLIT_GROUP that int() refuses: every worker fails right before its torch world, with its own rank", moe: false, profile: "main",
+			source: "vllm/distributed/parallel_state.py init_distributed_environment (read before init_process_group); vllm/envs.py",
+			nodes:  []Node{node("h", "VLLM_DISTRIBUTED_USE_SPLIT_GROUP=true vllm serve org/M -tp 2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-0/worker-1", "ValueError: invalid literal for int() with base 10: 'true'")(t, procs)
+				if w := get(t, procs, "h/0/engine-core-0/worker-1"); w.Rank == nil || *w.Rank != 1 || w.Replica != "" {
+					t.Errorf("worker 1: rank %v replica %q, want rank 1 and no torch world", w.Rank, w.Replica)
+				}
+			},
+		},
+		{
 			name: "fault tolerance with an FT-capable all2all backend starts", moe: true, profile: "main",
 			source: "vllm/v1/worker/sentinel/gpu_worker_sentinel.py FT_BACKEND_SET",
 			nodes: []Node{node("h0", "vllm serve org/M -dp 2 --data-parallel-rank 0 -dpa h0 -ep --enable-fault-tolerance --all2all-backend deepep_low_latency "+storeBoth),

@@ -197,6 +197,10 @@ type ProcessPlan struct {
 	// Addresses are every address the process binds, opens, dials, probes or advertises
 	// (plan_addresses.go); the Exercised ones are steps a run executes.
 	Addresses []AddressPlan `json:"addresses,omitempty"`
+
+	// executorInitDone: an engine core that crashes at StageEngineInit had its executor compute
+	// its distributed_init_method first (an address of its own), for planAddresses.
+	executorInitDone bool
 }
 
 // ChildFailurePlaceholder ends a ChildFailure whose text names the failed children.
