@@ -125,6 +125,19 @@ func checkChoice(spec *flagSpec, repr string) error {
 
 // checkFields refuses a key a config dataclass does not have (pydantic's
 // unexpected_keyword_argument), when the catalog lists the class's fields.
+// checkConfig is pydantic's validation of a config dataclass's JSON object: against the
+// catalog's schema of the class (configschema.go) when it has one, else (a class whose
+// validation a function of its own runs first) its keys alone.
+func checkConfig(spec *flagSpec, val string, obj map[string]any) error {
+	if s := parsedSchema(spec.opt.Schema); s != nil && s.T != "any" {
+		if errs := validateConfig(s, obj); len(errs) > 0 {
+			return configError(spec, val, errs)
+		}
+		return nil
+	}
+	return checkFields(spec, obj)
+}
+
 func checkFields(spec *flagSpec, obj map[string]any) error {
 	fields := spec.opt.Fields
 	if len(fields) == 0 {
@@ -134,8 +147,11 @@ func checkFields(spec *flagSpec, obj map[string]any) error {
 	if len(unknown) == 0 {
 		return nil
 	}
-	return &ArgError{Flag: spec.display(), Value: unknown[0],
-		Reason: fmt.Sprintf("%d validation error(s) for %s: unexpected keyword argument %s", len(unknown), spec.opt.Class, strings.Join(unknown, ", "))}
+	errs := make([]schemaError, len(unknown))
+	for i, k := range unknown {
+		errs[i] = schemaError{k, "Unexpected keyword argument", obj[k]}
+	}
+	return configError(spec, unknown[0], errs)
 }
 
 // unknownKeys are the keys of obj not among fields (a sorted list), sorted: a Go map keeps no

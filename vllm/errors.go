@@ -1,6 +1,9 @@
 package vllm
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // ArgError is a command line vLLM's argument parser refuses: an unknown flag, a missing or bad
 // value. argparse prints `vllm serve: error: <message>` and exits with status 2.
@@ -15,9 +18,31 @@ type ArgError struct {
 	// (the default) for an argument, "vllm" for leftover words, "api_server.py" for the
 	// OpenAI entrypoint's parser.
 	Prog string
+	// Detail is what argparse's message leaves to the lines after it: pydantic's report of each
+	// error of a config, "; "-separated ("" for most errors).
+	Detail string
 }
 
 func (e *ArgError) Error() string {
+	if e.Detail != "" {
+		return e.line() + ": " + e.Detail
+	}
+	return e.line()
+}
+
+// validationArgError is argparse's error for a config pydantic refused: the line vLLM prints
+// ends at the count ("1 validation error for C", "N validation errors for C"), the errors (each
+// "field: message [input_value=...]") are its Detail.
+func validationArgError(flag, value, class string, errs []string) *ArgError {
+	count := "1 validation error"
+	if len(errs) != 1 {
+		count = fmt.Sprintf("%d validation errors", len(errs))
+	}
+	return &ArgError{Flag: flag, Value: value, Reason: count + " for " + class, Detail: strings.Join(errs, "; ")}
+}
+
+// line is the error line argparse prints last, "<prog>: error: ...".
+func (e *ArgError) line() string {
 	prog := e.Prog
 	if prog == "" {
 		prog = progServe
@@ -75,6 +100,6 @@ var bareAssertion = &PyError{Type: "AssertionError"}
 
 // argparseExit renders an ArgError the way the process ends: argparse calls sys.exit(2) after
 // printing the message, so the exception is SystemExit with status 2.
-func argparseExit(e error) string {
-	return "SystemExit: 2 (" + e.Error() + ")"
+func argparseExit(e *ArgError) string {
+	return "SystemExit: 2 (" + e.line() + ")"
 }

@@ -37,6 +37,10 @@ type ServeOption struct {
 	// lacks, are the top-level keys it accepts.
 	Class  string   `json:"class,omitempty"`
 	Fields []string `json:"fields,omitempty"`
+	// Schema is the class's fields' types and bounds as pydantic validates its JSON (a
+	// configSchema, as JSON text; the probe's flags.py _compact writes it from pydantic's core
+	// schema of the class).
+	Schema string `json:"schema,omitempty"`
 }
 
 // flagKind is how the parser consumes and checks an option's value, derived from its

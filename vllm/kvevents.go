@@ -3,7 +3,6 @@ package vllm
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -108,7 +107,7 @@ func kvEventsFromMap(m map[string]any) (*KVEventsConfig, error) {
 		bad(key, "Unexpected keyword argument", m[key])
 	}
 	if len(errs) > 0 {
-		return nil, &ArgError{Flag: "--kv-events-config", Reason: validationErrors("KVEventsConfig", errs)}
+		return nil, validationArgError("--kv-events-config", "", "KVEventsConfig", errs)
 	}
 	if !publisherSet {
 		k.Publisher = "null"
@@ -146,25 +145,8 @@ func pydanticBool(v any) (b bool, msg string) {
 // pydanticInt is pydantic's lax int, as an error message ("" when v is valid): JSON integers,
 // floats without a fractional part, booleans, and strings Python's int() reads.
 func pydanticInt(v any) string {
-	switch x := v.(type) {
-	case bool:
-		return ""
-	case json.Number:
-		if _, err := x.Int64(); err == nil {
-			return ""
-		}
-		f, err := x.Float64()
-		if err == nil && f == math.Trunc(f) {
-			return ""
-		}
-		return "Input should be a valid integer, got a number with a fractional part"
-	case string:
-		if _, err := pyInt(x); err == nil {
-			return ""
-		}
-		return "Input should be a valid integer, unable to parse string as an integer"
-	}
-	return "Input should be a valid integer"
+	_, msg := laxInt(v)
+	return msg
 }
 
 // pydanticRepr renders a decoded JSON value as pydantic's input_value does (Python's repr()).

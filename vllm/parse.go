@@ -394,7 +394,7 @@ func (p *argParser) run() error {
 	for _, flag := range dottedFlags {
 		obj := p.dottedKeys[flag]
 		if ref, ok := flagIndexOf(p.args.Entrypoint).index[flag]; ok {
-			if err := checkFields(ref.spec, obj); err != nil {
+			if err := checkConfig(ref.spec, pyJSONDumps(obj), obj); err != nil {
 				return err
 			}
 		}
@@ -733,11 +733,11 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 				return &ArgError{Flag: spec.display(), Value: val, Reason: err.Error()}
 			}
 			// argparse runs the type (pydantic's validation) on every occurrence, even one a
-			// later occurrence replaces.
-			if err := validate(obj); err != nil {
+			// later occurrence replaces: the fields' types first, then what the class checks.
+			if err := checkConfig(spec, val, obj); err != nil {
 				return err
 			}
-			if err := checkFields(spec, obj); err != nil {
+			if err := validate(obj); err != nil {
 				return err
 			}
 			p.setWhole(flag, obj)
@@ -746,13 +746,13 @@ func (p *argParser) set(spec *flagSpec, val string) error {
 		if !null {
 			if spec.opt.Type == "dataclass" {
 				// parse_dataclass: human-readable numbers expanded, then pydantic reads the JSON
-				// as the config dataclass: an object of the class's fields (checkFields; their
-				// values' types are not the model's business).
+				// as the config dataclass: an object of the class's fields, of their types
+				// (checkConfig).
 				obj, err := jsonObject(expandHumanNumbers(val))
 				if err != nil {
-					return &ArgError{Flag: spec.display(), Value: val, Reason: fmt.Sprintf("1 validation error for %s: %v", spec.opt.Class, err)}
+					return validationArgError(spec.display(), val, spec.opt.Class, []string{err.Error()})
 				}
-				if err := checkFields(spec, obj); err != nil {
+				if err := checkConfig(spec, val, obj); err != nil {
 					return err
 				}
 				p.setWhole(flag, obj)
@@ -1026,8 +1026,7 @@ var kvRoles = []string{"kv_producer", "kv_both", "kv_consumer"}
 // argparse's type= (so a bad value is an argparse error, exit status 2).
 func kvTransferFromMap(m map[string]any) (*KVTransferConfig, error) {
 	bad := func(field, msg string) error {
-		return &ArgError{Flag: "--kv-transfer-config", Value: field,
-			Reason: validationErrors("KVTransferConfig", []string{field + ": " + msg})}
+		return validationArgError("--kv-transfer-config", field, "KVTransferConfig", []string{field + ": " + msg})
 	}
 	kv := &KVTransferConfig{Raw: m}
 	optString := func(field string) (*string, error) {
@@ -1074,8 +1073,7 @@ func kvTransferFromMap(m map[string]any) (*KVTransferConfig, error) {
 	}
 	if conn != nil && role == nil {
 		// __post_init__'s ValueError: a model-level error, no field in its location.
-		return nil, &ArgError{Flag: "--kv-transfer-config", Value: "kv_role",
-			Reason: validationErrors("KVTransferConfig", []string{"Value error, Please specify kv_role when kv_connector is set, supported roles are ('kv_producer', 'kv_both', 'kv_consumer')"})}
+		return nil, validationArgError("--kv-transfer-config", "kv_role", "KVTransferConfig", []string{"Value error, Please specify kv_role when kv_connector is set, supported roles are ('kv_producer', 'kv_both', 'kv_consumer')"})
 	}
 	return kv, nil
 }

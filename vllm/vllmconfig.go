@@ -174,7 +174,11 @@ func unexpectedKVFields(m map[string]any) error {
 func pydanticError(err error) error {
 	var ae *ArgError
 	if errors.As(err, &ae) {
-		return &PyError{Type: "pydantic_core.ValidationError", Msg: ae.Reason}
+		msg := ae.Reason
+		if ae.Detail != "" {
+			msg += ": " + ae.Detail
+		}
+		return &PyError{Type: "pydantic_core.ValidationError", Msg: msg}
 	}
 	return err
 }

@@ -67,20 +67,8 @@ func sameCatalog(t *testing.T, got, want []vllm.ServeOption) {
 // same lines, and refuse the rest with the same message (pydantic's messages for a config
 // dataclass excepted: only the option they name is compared).
 func TestParseServeAgreesWithVLLMsParser(t *testing.T) {
-	pl := planner(t)
 	lines := parserCorpus()
-	plines := make([]probe.ParseLine, len(lines))
-	for i, line := range lines {
-		l, err := vllm.SplitLaunch(line)
-		if err != nil {
-			t.Fatalf("corpus line %q: %v", line, err)
-		}
-		plines[i] = probe.ParseLine{Argv: l.Args, Entrypoint: l.Entrypoint}
-	}
-	res, err := pl.Parse(context.Background(), plines)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := parseWithVLLM(t, planner(t), lines)
 	bad := 0
 	for i, line := range lines {
 		gExit, gMsg, gRaised := goParse(line)
@@ -109,6 +97,24 @@ func TestParseServeAgreesWithVLLMsParser(t *testing.T) {
 
 // goParse is the model's reading of a line: nil exit when it parses, else argparse's exit
 // status and message, or the exception vLLM's parser raises (exit nil, raised).
+// parseWithVLLM runs vLLM's parser on each command line, through the probe.
+func parseWithVLLM(t *testing.T, pl *probe.Planner, lines []string) []probe.ParseResult {
+	t.Helper()
+	plines := make([]probe.ParseLine, len(lines))
+	for i, line := range lines {
+		l, err := vllm.SplitLaunch(line)
+		if err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		plines[i] = probe.ParseLine{Argv: l.Args, Entrypoint: l.Entrypoint}
+	}
+	res, err := pl.Parse(context.Background(), plines)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 func goParse(line string) (exit *int, msg string, raised string) {
 	_, err := vllm.ParseServe(line)
 	if err == nil {

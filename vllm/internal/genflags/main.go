@@ -139,6 +139,9 @@ func literal(o vllm.ServeOption) (string, error) {
 	if len(o.Fields) > 0 {
 		fields = append(fields, "Fields: "+strs(o.Fields))
 	}
+	if o.Schema != "" {
+		fields = append(fields, "Schema: "+strconv.Quote(o.Schema))
+	}
 	return "{" + strings.Join(fields, ", ") + "}", nil
 }
 

@@ -74,7 +74,80 @@ def _dataclass_fields(fn):
         fn(json.dumps({"widetp_no_such_field": 1}))
     except argparse.ArgumentTypeError:
         out["fields"] = sorted(f.name for f in dataclasses.fields(cls) if f.init)
+    from pydantic import TypeAdapter
+
+    out["schema"] = json.dumps(_compact(TypeAdapter(cls).core_schema), sort_keys=True, separators=(",", ":"))
     return out
+
+
+_BOUNDS = ("ge", "gt", "le", "lt")
+
+
+def _plain(v):
+    """A literal or enum value as JSON has it, or None when JSON has no such value."""
+    if isinstance(v, (bool, int, float, str)) or v is None:
+        return v
+    raise TypeError(v)
+
+
+def _compact(cs):
+    """The part of a pydantic core schema the model checks a config's JSON against (the Go
+    package vllm, configschema.go): the types and bounds of its fields, in lax mode. A validator function that
+    runs before or around a field (it may accept anything), a reference and any kind not listed
+    here are "any"; an after-validator is its inner schema (what it raises is not checked)."""
+    t = cs.get("type")
+    if t in ("default", "function-after", "definitions"):
+        return _compact(cs["schema"])
+    if t == "function-wrap" and getattr((cs.get("function") or {}).get("function"), "__name__", "") == "_skip_none_validation":
+        # vLLM's configs (vllm/config/compilation.py, kernel.py) skip a field's validation for
+        # None and validate anything else as its type.
+        return {"t": "nullable", "s": _compact(cs["schema"])}
+    if t == "lax-or-strict":
+        return _compact(cs["lax_schema"])
+    if t == "nullable":
+        return {"t": "nullable", "s": _compact(cs["schema"])}
+    if t == "dataclass":
+        return _compact(cs["schema"])
+    if t == "dataclass-args":
+        fields = []
+        for f in cs["fields"]:
+            if f.get("init") is False or f.get("init_only"):
+                continue
+            fields.append({"n": f["name"], "s": _compact(f["schema"]), "req": f["schema"].get("type") != "default"})
+        return {"t": "dc", "f": fields, "forbid": cs.get("extra_behavior", "forbid") == "forbid"
+                or (cs.get("config") or {}).get("extra_fields_behavior") == "forbid"}
+    if t in ("int", "float"):
+        out = {"t": t}
+        for b in _BOUNDS:
+            if b in cs:
+                out[b] = cs[b]
+        if cs.get("strict") or "multiple_of" in cs or cs.get("allow_inf_nan") is False:
+            return {"t": "any"}
+        return out
+    if t == "bool":
+        return {"t": "any"} if cs.get("strict") else {"t": "bool"}
+    if t == "str":
+        if cs.get("strict") or "pattern" in cs or "min_length" in cs or "max_length" in cs:
+            return {"t": "any"}
+        return {"t": "str"}
+    if t in ("list", "set", "frozenset"):
+        if "min_length" in cs or "max_length" in cs:
+            return {"t": "any"}
+        return {"t": "list", "s": _compact(cs.get("items_schema") or {"type": "any"})}
+    if t == "dict":
+        return {"t": "dict", "k": _compact(cs.get("keys_schema") or {"type": "any"}),
+                "s": _compact(cs.get("values_schema") or {"type": "any"})}
+    if t == "union":
+        choices = [c[0] if isinstance(c, tuple) else c for c in cs["choices"]]
+        return {"t": "union", "c": [_compact(c) for c in choices]}
+    try:
+        if t == "literal":
+            return {"t": "literal", "v": [_plain(v) for v in cs["expected"]]}
+        if t == "enum":
+            return {"t": "enum", "sub": cs.get("sub_type") or "any", "v": [_plain(m.value) for m in cs["members"]]}
+    except TypeError:
+        return {"t": "any"}
+    return {"t": "any"}
 
 
 def _action(a):

@@ -1,0 +1,387 @@
+package vllm
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// configSchema is the part of a config dataclass's pydantic core schema the model checks a
+// --*-config JSON against: its fields' types and bounds as pydantic validates JSON in lax mode.
+// The catalog carries it (ServeOption.Schema, written by the probe's flags.py _compact from
+// TypeAdapter(cls).core_schema); what a validator function of the class does is not in it
+// ("any", or the inner type of an after-validator), nor what __post_init__ raises.
+type configSchema struct {
+	T string `json:"t"`
+	// S is the inner schema (nullable), the items' (list) or the values' (dict); K the keys'.
+	S *configSchema `json:"s,omitempty"`
+	K *configSchema `json:"k,omitempty"`
+	// C are a union's members.
+	C []*configSchema `json:"c,omitempty"`
+	// F are a dataclass's init fields; Forbid: keys it lacks are errors.
+	F      []schemaField `json:"f,omitempty"`
+	Forbid bool          `json:"forbid,omitempty"`
+	// V are a literal's or an enum's values; Sub an enum's value type (str, int, float).
+	V   []any  `json:"v,omitempty"`
+	Sub string `json:"sub,omitempty"`
+	// Bounds of an int or float.
+	Ge *json.Number `json:"ge,omitempty"`
+	Gt *json.Number `json:"gt,omitempty"`
+	Le *json.Number `json:"le,omitempty"`
+	Lt *json.Number `json:"lt,omitempty"`
+}
+
+type schemaField struct {
+	Name     string        `json:"n"`
+	Schema   *configSchema `json:"s"`
+	Required bool          `json:"req,omitempty"`
+}
+
+// schemaError is one of pydantic's errors: where, what, and the value it refused.
+type schemaError struct {
+	loc, msg string
+	val      any
+}
+
+var schemaCache sync.Map // Schema text → *configSchema
+
+// parsedSchema decodes an option's schema once; nil when it has none.
+func parsedSchema(text string) *configSchema {
+	if text == "" {
+		return nil
+	}
+	if s, ok := schemaCache.Load(text); ok {
+		return s.(*configSchema)
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var s configSchema
+	if err := dec.Decode(&s); err != nil {
+		panic(fmt.Sprintf("the flag catalog's config schema does not decode: %v", err))
+	}
+	schemaCache.Store(text, &s)
+	return &s
+}
+
+// validateConfig is TypeAdapter(cls).validate_json's field validation of a decoded config: every
+// error, in the order pydantic reports them (fields in the class's order, then the keys it lacks).
+func validateConfig(s *configSchema, v any) []schemaError {
+	var errs []schemaError
+	s.validate(v, "", &errs)
+	return errs
+}
+
+func (s *configSchema) validate(v any, loc string, errs *[]schemaError) {
+	fail := func(msg string) { *errs = append(*errs, schemaError{loc, msg, v}) }
+	switch s.T {
+	case "nullable":
+		if v != nil {
+			s.S.validate(v, loc, errs)
+		}
+	case "union":
+		// Smart mode: the first member that takes the value wins; none does, every member's
+		// errors are reported.
+		var all []schemaError
+		for _, c := range s.C {
+			var e []schemaError
+			c.validate(v, loc, &e)
+			if len(e) == 0 {
+				return
+			}
+			all = append(all, e...)
+		}
+		*errs = append(*errs, all...)
+	case "int":
+		n, msg := laxInt(v)
+		if msg != "" {
+			fail(msg)
+			return
+		}
+		if msg := s.bounds(new(big.Float).SetInt(n)); msg != "" {
+			fail(msg)
+		}
+	case "float":
+		f, msg := laxFloat(v)
+		if msg != "" {
+			fail(msg)
+			return
+		}
+		if !math.IsNaN(f) && !math.IsInf(f, 0) {
+			if msg := s.bounds(big.NewFloat(f)); msg != "" {
+				fail(msg)
+			}
+		}
+	case "bool":
+		if _, msg := pydanticBool(v); msg != "" {
+			fail(msg)
+		}
+	case "str":
+		if _, ok := v.(string); !ok {
+			fail("Input should be a valid string")
+		}
+	case "literal", "enum":
+		if !s.matches(v) {
+			fail("Input should be " + orList(s.V))
+		}
+	case "list":
+		items, ok := v.([]any)
+		if !ok {
+			fail("Input should be a valid list")
+			return
+		}
+		for i, it := range items {
+			s.S.validate(it, joinLoc(loc, fmt.Sprint(i)), errs)
+		}
+	case "dict":
+		m, ok := v.(map[string]any)
+		if !ok {
+			fail("Input should be a valid dictionary")
+			return
+		}
+		for _, k := range sortedKeys(m) {
+			s.K.validate(k, joinLoc(loc, k+".[key]"), errs)
+			s.S.validate(m[k], joinLoc(loc, k), errs)
+		}
+	case "dc":
+		m, ok := v.(map[string]any)
+		if !ok {
+			fail("Input should be a dictionary")
+			return
+		}
+		known := map[string]bool{}
+		for _, f := range s.F {
+			known[f.Name] = true
+			val, given := m[f.Name]
+			switch {
+			case given:
+				f.Schema.validate(val, joinLoc(loc, f.Name), errs)
+			case f.Required:
+				*errs = append(*errs, schemaError{joinLoc(loc, f.Name), "Missing required argument", m})
+			}
+		}
+		if s.Forbid {
+			for _, k := range sortedKeys(m) {
+				if !known[k] {
+					*errs = append(*errs, schemaError{joinLoc(loc, k), "Unexpected keyword argument", m[k]})
+				}
+			}
+		}
+	}
+}
+
+func joinLoc(loc, k string) string {
+	if loc == "" {
+		return k
+	}
+	return loc + "." + k
+}
+
+// bounds checks gt, ge, lt and le, in pydantic's order.
+func (s *configSchema) bounds(x *big.Float) string {
+	check := func(b *json.Number, ok func(c int) bool, what string) string {
+		if b == nil {
+			return ""
+		}
+		y, _, err := big.ParseFloat(b.String(), 10, 200, big.ToNearestEven)
+		if err != nil || ok(x.Cmp(y)) {
+			return ""
+		}
+		return "Input should be " + what + " " + b.String()
+	}
+	for _, c := range []struct {
+		b    *json.Number
+		ok   func(int) bool
+		what string
+	}{
+		{s.Gt, func(c int) bool { return c > 0 }, "greater than"},
+		{s.Ge, func(c int) bool { return c >= 0 }, "greater than or equal to"},
+		{s.Lt, func(c int) bool { return c < 0 }, "less than"},
+		{s.Le, func(c int) bool { return c <= 0 }, "less than or equal to"},
+	} {
+		if msg := check(c.b, c.ok, c.what); msg != "" {
+			return msg
+		}
+	}
+	return ""
+}
+
+// matches is a literal's or an enum's test: a string equals a string value; a number equals a
+// numeric value (an int literal also takes true and false, Python's 1 and 0); null is None; an
+// int or float enum reads its input as lax int or float first.
+func (s *configSchema) matches(v any) bool {
+	if s.T == "enum" && (s.Sub == "int" || s.Sub == "float") {
+		var f float64
+		if s.Sub == "int" {
+			n, msg := laxInt(v)
+			if msg != "" {
+				return false
+			}
+			f, _ = new(big.Float).SetInt(n).Float64()
+		} else {
+			var msg string
+			if f, msg = laxFloat(v); msg != "" {
+				return false
+			}
+		}
+		v = json.Number(fmt.Sprint(f))
+	}
+	for _, want := range s.V {
+		switch w := want.(type) {
+		case nil:
+			if v == nil {
+				return true
+			}
+		case string:
+			if got, ok := v.(string); ok && got == w {
+				return true
+			}
+		case bool:
+			if got, ok := v.(bool); ok && got == w {
+				return true
+			}
+		case json.Number:
+			wf, err := w.Float64()
+			if err != nil {
+				continue
+			}
+			switch got := v.(type) {
+			case json.Number:
+				if gf, err := got.Float64(); err == nil && gf == wf {
+					return true
+				}
+			case bool:
+				if (got && wf == 1) || (!got && wf == 0) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// orList is how pydantic lists expected values: 'a', 'b' or 'c'.
+func orList(vals []any) string {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		switch w := v.(type) {
+		case string:
+			parts[i] = pyRepr(w)
+		case nil:
+			parts[i] = "None"
+		case bool:
+			parts[i] = map[bool]string{true: "True", false: "False"}[w]
+		default:
+			parts[i] = fmt.Sprint(w)
+		}
+	}
+	if len(parts) <= 1 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
+}
+
+var (
+	laxIntText   = regexp.MustCompile(`^[+-]?[0-9]+(_[0-9]+)*(\.0+)?$`)
+	laxFloatText = regexp.MustCompile(`^[+-]?(([0-9]+(_[0-9]+)*)?\.[0-9]+(_[0-9]+)*|[0-9]+(_[0-9]+)*\.?)([eE][+-]?[0-9]+(_[0-9]+)*)?$`)
+	laxFloatWord = regexp.MustCompile(`^[+-]?(?i:inf|infinity|nan)$`)
+)
+
+// pyStrip is str.strip() for the whitespace pydantic trims from a number's text.
+func pyStrip(s string) string { return strings.TrimSpace(s) }
+
+// laxInt is pydantic's int in lax JSON mode: an integer, a float without a fractional part, a
+// bool, or a string of one (underscores between digits, a trailing ".0" allowed).
+func laxInt(v any) (*big.Int, string) {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return big.NewInt(1), ""
+		}
+		return big.NewInt(0), ""
+	case json.Number:
+		if n, ok := new(big.Int).SetString(x.String(), 10); ok {
+			return n, ""
+		}
+		f, err := x.Float64()
+		if err != nil || math.IsInf(f, 0) {
+			return nil, "Input should be a finite number"
+		}
+		if f != math.Trunc(f) {
+			return nil, "Input should be a valid integer, got a number with a fractional part"
+		}
+		n, _ := big.NewFloat(f).Int(nil)
+		return n, ""
+	case string:
+		t := pyStrip(x)
+		if !laxIntText.MatchString(t) {
+			return nil, "Input should be a valid integer, unable to parse string as an integer"
+		}
+		t, _, _ = strings.Cut(strings.ReplaceAll(t, "_", ""), ".")
+		n, _ := new(big.Int).SetString(strings.TrimPrefix(t, "+"), 10)
+		return n, ""
+	}
+	return nil, "Input should be a valid integer"
+}
+
+// laxFloat is pydantic's float in lax JSON mode: a number, a bool, or a string Python's float()
+// reads (infinities and NaN included).
+func laxFloat(v any) (float64, string) {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return 1, ""
+		}
+		return 0, ""
+	case json.Number:
+		f, err := x.Float64()
+		if err != nil && !math.IsInf(f, 0) {
+			return 0, "Input should be a valid number"
+		}
+		return f, ""
+	case string:
+		t := pyStrip(x)
+		if laxFloatWord.MatchString(t) {
+			t = strings.ToLower(strings.TrimLeft(t, "+-"))
+			switch {
+			case strings.HasPrefix(t, "nan"):
+				return math.NaN(), ""
+			case strings.HasPrefix(pyStrip(x), "-"):
+				return math.Inf(-1), ""
+			}
+			return math.Inf(1), ""
+		}
+		if !laxFloatText.MatchString(t) {
+			return 0, "Input should be a valid number, unable to parse string as a number"
+		}
+		var f float64
+		fmt.Sscan(strings.ReplaceAll(t, "_", ""), &f)
+		return f, ""
+	}
+	return 0, "Input should be a valid number"
+}
+
+// configError is argparse's error for a config pydantic refused (validationArgError).
+func configError(spec *flagSpec, val string, errs []schemaError) error {
+	items := make([]string, len(errs))
+	for i, e := range errs {
+		items[i] = e.msg + " [input_value=" + pydanticRepr(e.val) + "]"
+		if e.loc != "" {
+			items[i] = e.loc + ": " + items[i]
+		}
+	}
+	return validationArgError(spec.display(), val, spec.opt.Class, items)
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

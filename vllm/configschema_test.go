@@ -1,0 +1,78 @@
+package vllm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// A config dataclass's JSON is validated by pydantic inside argparse's type= (vllm/engine/
+// arg_utils.py parse_dataclass: TypeAdapter(cls).validate_json), in lax mode, against the field
+// types and bounds the catalog carries (vllm/config/parallel.py EPLBConfig window_size gt=0,
+// num_redundant_experts ge=0, communicator a nullable Literal; vllm/config/kv_events.py
+// KVEventsConfig; vllm/config/attention.py flash_attn_version Literal[2, 3, 4] | None;
+// vllm/config/weight_transfer.py backend Literal[...] | str; vllm/config/fault_tolerance.py).
+// The lax conversions are pydantic's (pydantic-core's int, float and bool from JSON).
+func TestConfigFieldTypesAndBounds(t *testing.T) {
+	tests := []struct {
+		args string
+		// want is argparse's error line (its end), "" when the line parses.
+		want string
+		// detail is part of pydantic's report of the errors.
+		detail string
+	}{
+		{`--eplb-config '{"window_size": 1000, "num_redundant_experts": 0, "use_async": "yes"}'`, "", ""},
+		{`--eplb-config '{"window_size": 0}'`, "1 validation error for EPLBConfig", "window_size: Input should be greater than 0 [input_value=0]"},
+		{`--eplb-config '{"num_redundant_experts": -1}'`, "1 validation error for EPLBConfig", "num_redundant_experts: Input should be greater than or equal to 0"},
+		{`--eplb-config '{"window_size": "1_000", "step_interval": " 30 ", "num_redundant_experts": "1.0"}'`, "", ""},
+		{`--eplb-config '{"window_size": 1e3, "step_interval": 2.0, "num_redundant_experts": true}'`, "", ""},
+		{`--eplb-config '{"window_size": 1.5}'`, "1 validation error for EPLBConfig", "got a number with a fractional part"},
+		{`--eplb-config '{"window_size": "1."}'`, "1 validation error for EPLBConfig", "unable to parse string as an integer"},
+		{`--eplb-config '{"window_size": null}'`, "1 validation error for EPLBConfig", "window_size: Input should be a valid integer [input_value=None]"},
+		{`--eplb-config '{"log_balancedness": 2}'`, "1 validation error for EPLBConfig", "Input should be a valid boolean, unable to interpret input"},
+		{`--eplb-config '{"log_balancedness": " yes"}'`, "1 validation error for EPLBConfig", "unable to interpret input"},
+		{`--eplb-config '{"communicator": null, "policy": "default"}'`, "", ""},
+		{`--eplb-config '{"communicator": "nccl"}'`, "1 validation error for EPLBConfig", "Input should be 'torch_nccl', 'torch_gloo', 'nixl' or 'pynccl'"},
+		// Every error is counted: two bad fields and a key the class lacks.
+		{`--eplb-config '{"window_size": 0, "step_interval": -1, "nope": 1}'`, "3 validation errors for EPLBConfig", "nope: Unexpected keyword argument [input_value=1]"},
+		{`--attention-config '{"flash_attn_version": 3}'`, "", ""},
+		{`--attention-config '{"flash_attn_version": 3.0}'`, "", ""},
+		{`--attention-config '{"flash_attn_version": "3"}'`, "1 validation error for AttentionConfig", "Input should be 2, 3 or 4"},
+		// A union reports every member's error when none takes the value.
+		{`--weight-transfer-config '{"backend": "custom"}'`, "", ""},
+		{`--weight-transfer-config '{"backend": 1}'`, "2 validation errors for WeightTransferConfig", ""},
+		{`--fault-tolerance-config '{"engine_recovery_timeout_sec": "60"}'`, "", ""},
+		{`--fault-tolerance-config '{"engine_recovery_timeout_sec": []}'`, "1 validation error for FaultToleranceConfig", "Input should be a valid integer [input_value=[]]"},
+		{`--kv-events-config '{"buffer_steps": "1k"}'`, "1 validation error for KVEventsConfig", "buffer_steps: Input should be a valid integer, unable to parse string as an integer"},
+		{`--kv-events-config '{"hwm": 1e400}'`, "1 validation error for KVEventsConfig", "hwm: Input should be a finite number"},
+		{`--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_buffer_size":"1e9","kv_port":"14000"}'`, "", ""},
+		{`--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_buffer_device":0}'`, "1 validation error for KVTransferConfig", "kv_buffer_device: Input should be a valid string [input_value=0]"},
+		// Dotted keys are validated as the whole JSON they become.
+		{`--eplb-config.window_size 0`, "1 validation error for EPLBConfig", ""},
+		{`--eplb-config.window_size 5`, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			_, err := ParseServe("vllm serve org/M " + tt.args)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var ae *ArgError
+			if !errors.As(err, &ae) {
+				t.Fatalf("got %v, want an argparse error", err)
+			}
+			if !strings.HasSuffix(ae.line(), ": "+tt.want) {
+				t.Errorf("error line %q, want it to end in %q", ae.line(), tt.want)
+			}
+			if !strings.Contains(ae.Detail, tt.detail) {
+				t.Errorf("detail %q, want %q in it", ae.Detail, tt.detail)
+			}
+			if got := crashText(err); got != "SystemExit: 2 ("+ae.line()+")" {
+				t.Errorf("crash text %q: the process prints the error line alone", got)
+			}
+		})
+	}
+}
