@@ -78,7 +78,7 @@ func (cp *cmdPlanner) attachExecutorWorkers(p *ProcessPlan, pc *ParallelConfig, 
 		}
 	}
 	if pc.DistributedExecutorBackend != "uni" {
-		if cp.env.mqChunkErr != nil {
+		if pc.DistributedExecutorBackend == "mp" && cp.env.mqChunkErr != nil {
 			// MultiprocExecutor._init_executor sizes the replica's broadcast queue
 			// (envs.VLLM_MQ_MAX_CHUNK_BYTES_MB) before it starts the workers, once it has its
 			// distributed_init_method.

@@ -420,6 +420,11 @@ func TestLaunchPaths(t *testing.T) {
 			nodes:  []Node{node("h", "VLLM_MQ_MAX_CHUNK_BYTES_MB=x vllm serve org/M "+storeBoth)},
 		},
 		{
+			name: "VLLM_MQ_MAX_CHUNK_BYTES_MB is the multiproc executor's alone: the Ray executor starts", moe: false, profile: "main",
+			source: "vllm/v1/executor/ray_executor.py (reads no such variable; ray_executor_v2.py, behind VLLM_USE_RAY_V2_EXECUTOR_BACKEND, does)",
+			nodes:  []Node{node("h", "VLLM_MQ_MAX_CHUNK_BYTES_MB=x vllm serve org/M -tp 2 --distributed-executor-backend ray "+storeBoth)},
+		},
+		{
 			name: "VLLM_DISTRIBUTED_USE_SPLIT_GROUP that int() refuses: every worker fails right before its torch world, with its own rank", moe: false, profile: "main",
 			source: "vllm/distributed/parallel_state.py init_distributed_environment (read before init_process_group); vllm/envs.py",
 			nodes:  []Node{node("h", "VLLM_DISTRIBUTED_USE_SPLIT_GROUP=true vllm serve org/M -tp 2 "+storeBoth)},
