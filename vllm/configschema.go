@@ -285,14 +285,9 @@ func orList(vals []any) string {
 	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
 }
 
-var (
-	laxIntText   = regexp.MustCompile(`^[+-]?[0-9]+(_[0-9]+)*(\.0+)?$`)
-	laxFloatText = regexp.MustCompile(`^[+-]?(([0-9]+(_[0-9]+)*)?\.[0-9]+(_[0-9]+)*|[0-9]+(_[0-9]+)*\.?)([eE][+-]?[0-9]+(_[0-9]+)*)?$`)
-	laxFloatWord = regexp.MustCompile(`^[+-]?(?i:inf|infinity|nan)$`)
-)
-
-// pyStrip is str.strip() for the whitespace pydantic trims from a number's text.
-func pyStrip(s string) string { return strings.TrimSpace(s) }
+// laxIntText is a string pydantic reads as an int: digits with underscores between them, and
+// a fraction of zeros.
+var laxIntText = regexp.MustCompile(`^[+-]?[0-9]+(_[0-9]+)*(\.0+)?$`)
 
 // laxInt is pydantic's int in lax JSON mode: an integer, a float without a fractional part, a
 // bool, or a string of one (underscores between digits, a trailing ".0" allowed).
@@ -317,7 +312,7 @@ func laxInt(v any) (*big.Int, string) {
 		n, _ := big.NewFloat(f).Int(nil)
 		return n, ""
 	case string:
-		t := pyStrip(x)
+		t := strings.TrimSpace(x)
 		if !laxIntText.MatchString(t) {
 			return nil, "Input should be a valid integer, unable to parse string as an integer"
 		}
@@ -329,7 +324,7 @@ func laxInt(v any) (*big.Int, string) {
 }
 
 // laxFloat is pydantic's float in lax JSON mode: a number, a bool, or a string Python's float()
-// reads (infinities and NaN included).
+// reads (pyFloat: infinities and NaN included).
 func laxFloat(v any) (float64, string) {
 	switch x := v.(type) {
 	case bool:
@@ -344,22 +339,10 @@ func laxFloat(v any) (float64, string) {
 		}
 		return f, ""
 	case string:
-		t := pyStrip(x)
-		if laxFloatWord.MatchString(t) {
-			t = strings.ToLower(strings.TrimLeft(t, "+-"))
-			switch {
-			case strings.HasPrefix(t, "nan"):
-				return math.NaN(), ""
-			case strings.HasPrefix(pyStrip(x), "-"):
-				return math.Inf(-1), ""
-			}
-			return math.Inf(1), ""
-		}
-		if !laxFloatText.MatchString(t) {
+		f, err := pyFloat(x)
+		if err != nil {
 			return 0, "Input should be a valid number, unable to parse string as a number"
 		}
-		var f float64
-		fmt.Sscan(strings.ReplaceAll(t, "_", ""), &f)
 		return f, ""
 	}
 	return 0, "Input should be a valid number"

@@ -964,11 +964,35 @@ func pyInt(s string) (int, error) {
 	return int(n), nil
 }
 
-// pyFloat parses what Python's float() accepts for the usual spellings, inf, infinity and nan
-// (any case, signed) included.
+// pyFloat is Python's float() of a string: surrounding whitespace ignored, a decimal number
+// (underscores between digits only, an exponent, a number too large is infinite), or inf,
+// infinity or nan in any case, signed. Hexadecimal and other Go spellings are refused.
 func pyFloat(s string) (float64, error) {
-	return strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(s), "_", ""), 64)
+	t := strings.TrimSpace(s)
+	if pyFloatWord.MatchString(t) {
+		word := strings.ToLower(strings.TrimLeft(t, "+-"))
+		switch {
+		case word == "nan":
+			return math.NaN(), nil
+		case strings.HasPrefix(t, "-"):
+			return math.Inf(-1), nil
+		}
+		return math.Inf(1), nil
+	}
+	if !pyFloatText.MatchString(t) {
+		return 0, fmt.Errorf("could not convert string to float: %s", pyRepr(s))
+	}
+	f, err := strconv.ParseFloat(strings.ReplaceAll(t, "_", ""), 64)
+	if err != nil && !math.IsInf(f, 0) {
+		return 0, err
+	}
+	return f, nil
 }
+
+var (
+	pyFloatText = regexp.MustCompile(`^[+-]?(([0-9]+(_[0-9]+)*)?\.[0-9]+(_[0-9]+)*|[0-9]+(_[0-9]+)*\.?)([eE][+-]?[0-9]+(_[0-9]+)*)?$`)
+	pyFloatWord = regexp.MustCompile(`^[+-]?(?i:inf|infinity|nan)$`)
+)
 
 // decodeJSON decodes one JSON value with numbers kept as written (json.Number), rejecting
 // trailing data as Python's json.loads does.

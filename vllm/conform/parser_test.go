@@ -187,6 +187,10 @@ func parserCorpus() []string {
 		"python -m vllm.entrypoints.openai.api_server --model org/M --dtype nope",
 		"python -m vllm.entrypoints.openai.api_server --model org/M -h",
 	)
+	// Python's float() grammar (argparse's type=float; pydantic's lax float from a string).
+	for _, f := range []string{"0x1p-1", "_0.5", "0__5", "0_0.5", "' 0.5 '", ".5e0", "5.e-1", "Infinity", "-nan", "1e-400", "0.5_", "1e5_0"} {
+		lines = append(lines, "vllm serve org/M --gpu-memory-utilization "+f)
+	}
 	const grpc = "python -m vllm.entrypoints.grpc_server"
 	lines = append(lines, optionLines(grpc+" --model org/M", vllm.EntrypointOptions(vllm.EntrypointGRPCServer))...)
 	for _, l := range []string{
