@@ -2,6 +2,7 @@ package vllm
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -74,5 +75,53 @@ func TestConfigFieldTypesAndBounds(t *testing.T) {
 				t.Errorf("crash text %q: the process prints the error line alone", got)
 			}
 		})
+	}
+}
+
+// Every schema the catalog carries decodes, names only the kinds the validator knows, and names
+// the fields the option's Fields list (parsedSchema panics on a catalog it cannot read, so this
+// is what keeps a regenerated catalog from reaching users broken).
+func TestCatalogSchemasDecode(t *testing.T) {
+	known := map[string]bool{"any": true, "nullable": true, "union": true, "int": true, "float": true, "bool": true,
+		"str": true, "literal": true, "enum": true, "list": true, "dict": true, "dc": true}
+	var walk func(opt string, s *configSchema)
+	walk = func(opt string, s *configSchema) {
+		if s == nil {
+			return
+		}
+		if !known[s.T] {
+			t.Errorf("%s: schema kind %q", opt, s.T)
+		}
+		walk(opt, s.S)
+		walk(opt, s.K)
+		for _, c := range s.C {
+			walk(opt, c)
+		}
+		for _, f := range s.F {
+			walk(opt, f.Schema)
+		}
+	}
+	n := 0
+	for _, o := range append(ServeOptions(), EntrypointOptions(EntrypointGRPCServer)...) {
+		if o.Schema == "" {
+			continue
+		}
+		n++
+		s := parsedSchema(o.Schema)
+		walk(o.Names[0], s)
+		if s.T != "dc" {
+			continue
+		}
+		var names []string
+		for _, f := range s.F {
+			names = append(names, f.Name)
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, o.Fields) {
+			t.Errorf("%s: schema fields %v, Fields %v", o.Names[0], names, o.Fields)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no option of the catalog carries a schema")
 	}
 }
