@@ -107,15 +107,19 @@ def _compact(cs):
     if t == "nullable":
         return {"t": "nullable", "s": _compact(cs["schema"])}
     if t == "dataclass":
-        return _compact(cs["schema"])
+        inner = _compact(cs["schema"])
+        if inner["t"] == "dc" and (cs.get("config") or {}).get("extra_fields_behavior") == "forbid":
+            inner["forbid"] = True  # extra="forbid" in the class's config
+        return inner
     if t == "dataclass-args":
         fields = []
         for f in cs["fields"]:
             if f.get("init") is False or f.get("init_only"):
                 continue
             fields.append({"n": f["name"], "s": _compact(f["schema"]), "req": f["schema"].get("type") != "default"})
-        return {"t": "dc", "f": fields, "forbid": cs.get("extra_behavior", "forbid") == "forbid"
-                or (cs.get("config") or {}).get("extra_fields_behavior") == "forbid"}
+        # Unknown keys are ignored unless the class forbids them (its config, on the dataclass
+        # schema around this one, or here).
+        return {"t": "dc", "f": fields, "forbid": cs.get("extra_behavior") == "forbid"}
     if t in ("int", "float"):
         out = {"t": t}
         for b in _BOUNDS:
