@@ -34,11 +34,7 @@ func (e *ArgError) Error() string {
 // ends at the count ("1 validation error for C", "N validation errors for C"), the errors (each
 // "field: message [input_value=...]") are its Detail.
 func validationArgError(flag, value, class string, errs []string) *ArgError {
-	count := "1 validation error"
-	if len(errs) != 1 {
-		count = fmt.Sprintf("%d validation errors", len(errs))
-	}
-	return &ArgError{Flag: flag, Value: value, Reason: count + " for " + class, Detail: strings.Join(errs, "; ")}
+	return &ArgError{Flag: flag, Value: value, Reason: validationCount(class, len(errs)), Detail: strings.Join(errs, "; ")}
 }
 
 // line is the error line argparse prints last, "<prog>: error: ...".

@@ -276,10 +276,16 @@ func fieldErrors(in parallelConfigInput) error {
 // validationErrors is a pydantic ValidationError's text on one line: "1 validation error for
 // <class>: <error>", or "N validation errors for <class>: <error>; <error>...".
 func validationErrors(class string, errs []string) string {
-	if len(errs) == 1 {
-		return "1 validation error for " + class + ": " + errs[0]
+	return validationCount(class, len(errs)) + ": " + strings.Join(errs, "; ")
+}
+
+// validationCount is the first line of a pydantic ValidationError: "1 validation error for
+// <class>" or "N validation errors for <class>".
+func validationCount(class string, n int) string {
+	if n == 1 {
+		return "1 validation error for " + class
 	}
-	return fmt.Sprintf("%d validation errors for %s: %s", len(errs), class, strings.Join(errs, "; "))
+	return fmt.Sprintf("%d validation errors for %s", n, class)
 }
 
 // postInit is ParallelConfig.__post_init__ (the identity-relevant part).
