@@ -495,24 +495,9 @@ const (
 )
 
 func (cp *cmdPlanner) connectors() []connector {
-	k := cp.args.KVTransfer
-	if !k.buildsConnector() {
-		return nil
-	}
-	if k.Connector != multiConnectorName {
-		return []connector{{k.Connector, k.Role, k.ExtraConfig}}
-	}
 	var out []connector
-	children, _ := k.ExtraConfig["connectors"].([]any)
-	for _, c := range children {
-		m, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		name, _ := m["kv_connector"].(string)
-		role, _ := m["kv_role"].(string)
-		extra, _ := m["kv_connector_extra_config"].(map[string]any)
-		out = append(out, connector{name, role, extra})
+	for _, k := range cp.args.KVTransfer.runningConnectors() {
+		out = append(out, connector{k.Connector, k.Role, k.ExtraConfig})
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package vllm
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 )
 
@@ -156,39 +157,114 @@ type KVTransferConfig struct {
 	Raw map[string]any `json:"raw,omitempty"`
 }
 
-// buildsConnector is KVTransferConfig.is_kv_transfer_instance: a connector is named (its kv_role
-// is then required by validation). A config without one (`--kv-transfer-config.kv_role kv_both`
-// alone) builds no connector anywhere, so its engine_id is never used.
-func (k *KVTransferConfig) buildsConnector() bool { return k != nil && k.Connector != "" }
+// buildsConnector is KVTransferConfig.is_kv_transfer_instance: kv_connector is not None (an
+// empty name included; its kv_role is then required by validation). The workers build a
+// connector only then (ensure_kv_transfer_initialized). A config without one
+// (`--kv-transfer-config.kv_role kv_both` alone) has its engine_id never used, but the
+// Scheduler still asks the factory for its class (schedulerConnectorError).
+func (k *KVTransferConfig) buildsConnector() bool { return k != nil && k.Raw["kv_connector"] != nil }
 
 // connectorInitError is what building the connector raises in every process that builds one
-// (workers first, at init, before their engine's scheduler): MultiConnector's
-// _get_connector_classes_and_configs asserts its "connectors" list exists and turns each child
-// into a KVTransferConfig, validated as the top-level config is (kv_role required once
-// kv_connector is set). nil when building succeeds as far as identity is concerned.
+// (workers first, at init, before their engine's scheduler), after create_connector's class and
+// HMA checks: MultiConnector's constructor (vllm/distributed/kv_transfer/kv_connector/v1/
+// multi_connector.py) reads its children first (_get_connector_classes_and_configs), then builds
+// each, a nested MultiConnector reading its own children in turn. Other classes' constructors are
+// not modelled. nil when building succeeds as far as identity is concerned.
 func (k *KVTransferConfig) connectorInitError() error {
 	if !k.buildsConnector() || k.Connector != multiConnectorName {
 		return nil
 	}
-	raw, ok := k.ExtraConfig["connectors"]
-	if !ok || raw == nil {
-		return bareAssertion
+	children, err := k.multiConnectorChildren()
+	if err != nil {
+		return err
 	}
-	children, ok := raw.([]any)
-	if !ok {
-		return &PyError{Type: "TypeError", Msg: fmt.Sprintf("argument after ** must be a mapping, not %s", pyTypeName(raw))}
-	}
-	for _, c := range children {
-		child, ok := c.(map[string]any)
-		if !ok {
-			return &PyError{Type: "TypeError", Msg: fmt.Sprintf("argument after ** must be a mapping, not %s", pyTypeName(c))}
-		}
-		if _, err := kvTransferFromMap(child); err != nil {
-			// Outside argparse the same validation is a pydantic error the process raises.
-			return pydanticError(err)
+	for _, child := range children {
+		if err := child.connectorInitError(); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// multiConnectorChildren is _get_connector_classes_and_configs: the "connectors" list must exist
+// (a bare assert), and each entry in turn is asked for its engine_id (.get, so it must be a
+// dict), becomes KVTransferConfig(**entry, engine_id=...) with the parent's engine_id unless the
+// entry names one (then the keyword is given twice: a TypeError), and has its class resolved.
+func (k *KVTransferConfig) multiConnectorChildren() ([]*KVTransferConfig, error) {
+	raw := k.ExtraConfig["connectors"]
+	if raw == nil {
+		return nil, bareAssertion
+	}
+	entries, err := pyIter(raw)
+	if err != nil {
+		return nil, err
+	}
+	var children []*KVTransferConfig
+	for _, e := range entries {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, &PyError{Type: "AttributeError", Msg: fmt.Sprintf("'%s' object has no attribute 'get'", pyTypeName(e))}
+		}
+		if _, dup := m["engine_id"]; dup {
+			return nil, &PyError{Type: "TypeError", Msg: "vllm.config.kv_transfer.KVTransferConfig() got multiple values for keyword argument 'engine_id'"}
+		}
+		args := maps.Clone(m)
+		if k.EngineID != nil {
+			args["engine_id"] = *k.EngineID
+		} else {
+			args["engine_id"] = nil
+		}
+		child, err := newKVTransferConfig(args)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := connectorClass(child); err != nil {
+			return nil, err
+		}
+		children = append(children, child)
+	}
+	return children, nil
+}
+
+// pyIter is `for x in v` over a decoded JSON value: a list's items, a dict's keys (sorted: Go's
+// map has lost the JSON's order), a string's characters; a number, a bool or None is not
+// iterable.
+func pyIter(v any) ([]any, error) {
+	switch v := v.(type) {
+	case []any:
+		return v, nil
+	case map[string]any:
+		keys := sortedKeys(v)
+		out := make([]any, len(keys))
+		for i, key := range keys {
+			out[i] = key
+		}
+		return out, nil
+	case string:
+		var out []any
+		for _, r := range v {
+			out = append(out, string(r))
+		}
+		return out, nil
+	}
+	return nil, &PyError{Type: "TypeError", Msg: fmt.Sprintf("'%s' object is not iterable", pyTypeName(v))}
+}
+
+// newKVTransferConfig is KVTransferConfig(**m) called from Python (a MultiConnector child):
+// pydantic validates the keyword arguments against the class's schema, the same the catalog
+// gives --kv-transfer-config (checkConfig), then __post_init__ runs (kvTransferFromMap). A
+// failure is the ValidationError itself, not argparse's exit.
+func newKVTransferConfig(m map[string]any) (*KVTransferConfig, error) {
+	if ref, ok := flagIndexOf(EntrypointServe).index["--kv-transfer-config"]; ok {
+		if err := checkConfig(ref.spec, "", m); err != nil {
+			return nil, pydanticError(err)
+		}
+	}
+	kv, err := kvTransferFromMap(m)
+	if err != nil {
+		return nil, pydanticError(err)
+	}
+	return kv, nil
 }
 
 // pyTypeName is type(v).__name__ of a decoded JSON value.
@@ -211,30 +287,37 @@ func pyTypeName(v any) string {
 	return "float"
 }
 
-// mooncakeStoreExtra returns the kv_connector_extra_config of the Mooncake store connector this
-// config runs, directly or inside a MultiConnector, and whether there is one.
+// mooncakeStoreExtra returns the kv_connector_extra_config of the first Mooncake store connector
+// this config runs, directly or inside a MultiConnector (nested ones included, in the order
+// MultiConnector builds its children), and whether there is one.
 func (k *KVTransferConfig) mooncakeStoreExtra() (map[string]any, bool) {
-	if k == nil {
-		return nil, false
-	}
-	if k.Connector == MooncakeStoreConnectorName {
-		return k.ExtraConfig, true
-	}
-	if k.Connector != multiConnectorName {
-		return nil, false
-	}
-	children, _ := k.ExtraConfig["connectors"].([]any)
-	for _, c := range children {
-		child, ok := c.(map[string]any)
-		if !ok {
-			continue
-		}
-		if name, _ := child["kv_connector"].(string); name == MooncakeStoreConnectorName {
-			extra, _ := child["kv_connector_extra_config"].(map[string]any)
-			return extra, true
+	for _, c := range k.runningConnectors() {
+		if c.Connector == MooncakeStoreConnectorName {
+			return c.ExtraConfig, true
 		}
 	}
 	return nil, false
+}
+
+// runningConnectors are the connectors a config builds, in order: itself, or a MultiConnector's
+// children, each child MultiConnector replaced by its own. Children that do not validate build
+// nothing (connectorInitError says why).
+func (k *KVTransferConfig) runningConnectors() []*KVTransferConfig {
+	if !k.buildsConnector() {
+		return nil
+	}
+	if k.Connector != multiConnectorName {
+		return []*KVTransferConfig{k}
+	}
+	children, err := k.multiConnectorChildren()
+	if err != nil {
+		return nil
+	}
+	var out []*KVTransferConfig
+	for _, c := range children {
+		out = append(out, c.runningConnectors()...)
+	}
+	return out
 }
 
 // HasMooncakeStore reports whether the command runs the Mooncake store connector.

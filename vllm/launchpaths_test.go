@@ -218,10 +218,15 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/api-server-0", "ValueError: Connector name is not set in KVTransferConfig"),
 		},
 		{
-			name: "dotted kv-transfer-config keys with the HMA preference given: no connector is left", moe: false, profile: "main",
-			source: "vllm/config/vllm.py VllmConfig.__post_init__ (no connector class resolved once --disable-hybrid-kv-cache-manager is set); vllm/distributed/kv_transfer/kv_transfer_state.py ensure_kv_transfer_initialized (is_kv_transfer_instance)",
+			name: "dotted kv-transfer-config keys with the HMA preference given: no connector is left, and the scheduler fails to build one", moe: false, profile: "main",
+			source: "vllm/config/vllm.py VllmConfig.__post_init__ (no connector class resolved once --disable-hybrid-kv-cache-manager is set); vllm/distributed/kv_transfer/kv_transfer_state.py ensure_kv_transfer_initialized (is_kv_transfer_instance); vllm/v1/core/sched/scheduler.py Scheduler.__init__ (create_connector for any kv_transfer_config)",
 			nodes:  []Node{node("h", `vllm serve org/M `+storeBoth+` --kv-transfer-config.kv_role kv_both --disable-hybrid-kv-cache-manager`)},
+			kinds:  []report.Kind{report.ProcessCrashed},
 			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-0", "ValueError: Connector name is not set in KVTransferConfig")(t, procs)
+				if w := get(t, procs, "h/0/engine-core-0/worker-0"); w.Crashed() {
+					t.Errorf("the worker built a connector: %s", exitText(w))
+				}
 				for _, p := range procs {
 					if p.MooncakeDPIndex != nil || p.LookupPath != "" || p.EngineID != "" {
 						t.Errorf("%s still runs a KV connector: index %s path %q engine %q", p.ID, optStr(p.MooncakeDPIndex), p.LookupPath, p.EngineID)
@@ -239,6 +244,17 @@ func TestLaunchPaths(t *testing.T) {
 				`VLLM_NIXL_SIDE_CHANNEL_PORT=5700 CUDA_VISIBLE_DEVICES=1 vllm serve org/M --port 8200 --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":6}}]}}'`)},
 			also: func(t *testing.T, procs []report.Process) {
 				if p := get(t, procs, "h/1/engine-core-0"); p.LookupPath != "ipc:///tmp/lookup_rpc_port_6_host_h_dp_rank0" {
+					t.Errorf("lookup path %q", p.LookupPath)
+				}
+			},
+		},
+		{
+			name: "a Mooncake store inside a nested MultiConnector runs as one at the top", moe: false, profile: "main",
+			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py (a child MultiConnector is built from the registry like any child, and builds its own children)",
+			nodes: []Node{node("h",
+				`vllm serve org/M --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7}}]}}]}}'`)},
+			also: func(t *testing.T, procs []report.Process) {
+				if p := get(t, procs, "h/0/engine-core-0"); p.LookupPath != "ipc:///tmp/lookup_rpc_port_7_host_h_dp_rank0" {
 					t.Errorf("lookup path %q", p.LookupPath)
 				}
 			},

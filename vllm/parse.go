@@ -1042,61 +1042,21 @@ func jsonKind(v any) string {
 	}
 }
 
-// kvRoles are vllm/config/kv_transfer.py KVRole's values in get_args(KVRole)'s order
-// (Literal[KVProducer, KVConsumer], flattened and deduplicated).
-var kvRoles = []string{"kv_producer", "kv_both", "kv_consumer"}
-
-// kvTransferFromMap validates --kv-transfer-config as pydantic validates KVTransferConfig inside
-// argparse's type= (so a bad value is an argparse error, exit status 2).
+// kvTransferFromMap reads a KVTransferConfig whose fields pydantic validated against the
+// class's schema (checkConfig: inside argparse's type=, or newKVTransferConfig), and runs its
+// __post_init__: a connector needs a kv_role. The error is argparse's; outside argparse
+// newKVTransferConfig raises it as the ValidationError.
 func kvTransferFromMap(m map[string]any) (*KVTransferConfig, error) {
-	bad := func(field, msg string) error {
-		return validationArgError("--kv-transfer-config", field, "KVTransferConfig", []string{field + ": " + msg})
-	}
 	kv := &KVTransferConfig{Raw: m}
-	optString := func(field string) (*string, error) {
-		v, ok := m[field]
-		if !ok || v == nil {
-			return nil, nil
-		}
-		s, isStr := v.(string)
-		if !isStr {
-			return nil, bad(field, "Input should be a valid string [input_value="+pydanticRepr(v)+"]")
-		}
-		return &s, nil
+	kv.Connector, _ = m["kv_connector"].(string)
+	if id, ok := m["engine_id"].(string); ok {
+		kv.EngineID = &id
 	}
-	conn, err := optString("kv_connector")
-	if err != nil {
-		return nil, err
-	}
-	if conn != nil {
-		kv.Connector = *conn
-	}
-	if kv.EngineID, err = optString("engine_id"); err != nil {
-		return nil, err
-	}
-	role, err := optString("kv_role")
-	if err != nil {
-		return nil, err
-	}
-	if role != nil {
-		valid := false
-		for _, r := range kvRoles {
-			valid = valid || *role == r
-		}
-		if !valid {
-			return nil, bad("kv_role", "Input should be 'kv_producer', 'kv_both' or 'kv_consumer' [input_value="+pyRepr(*role)+"]")
-		}
-		kv.Role = *role
-	}
-	if v, ok := m["kv_connector_extra_config"]; ok {
-		extra, isObj := v.(map[string]any)
-		if !isObj {
-			return nil, bad("kv_connector_extra_config", "Input should be a valid dictionary [input_value="+pydanticRepr(v)+"]")
-		}
-		kv.ExtraConfig = extra
-	}
-	if conn != nil && role == nil {
-		// __post_init__'s ValueError: a model-level error, no field in its location.
+	kv.Role, _ = m["kv_role"].(string)
+	kv.ExtraConfig, _ = m["kv_connector_extra_config"].(map[string]any)
+	if m["kv_connector"] != nil && m["kv_role"] == nil {
+		// __post_init__'s ValueError: a model-level error, no field in its location; the roles
+		// are get_args(KVRole) of vllm/config/kv_transfer.py.
 		return nil, validationArgError("--kv-transfer-config", "kv_role", "KVTransferConfig", []string{"Value error, Please specify kv_role when kv_connector is set, supported roles are ('kv_producer', 'kv_both', 'kv_consumer')"})
 	}
 	return kv, nil

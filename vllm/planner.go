@@ -289,14 +289,35 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 	return p
 }
 
+// schedulerConnectorError is what Scheduler.__init__ raises building its KV connector
+// (vllm/v1/core/sched/scheduler.py) where the workers built none: it calls
+// KVConnectorFactory.create_connector for any kv_transfer_config, a transfer instance or not, so
+// a config without kv_connector fails on the class lookup. The front end would have failed the
+// same lookup first (VllmConfig's HMA block) unless the HMA preference was given. Where the
+// workers build a connector, their failure (buildErr) comes first.
+func (cp *cmdPlanner) schedulerConnectorError() error {
+	k := cp.args.KVTransfer
+	if k == nil || k.buildsConnector() {
+		return nil
+	}
+	_, err := connectorClass(k)
+	return err
+}
+
 // schedulerConnector is the scheduler side of the Mooncake store connector an engine core (or
 // Ray actor) builds: a LookupKeyClient at the path its own DP engine index gives. A scheduler
 // whose kv_connector_extra_config turns enable_lookup off still builds the client (and computes
 // the index, with the legacy helper's assertion), but never sends a lookup
 // (MooncakeStoreScheduler.get_num_new_matched_tokens returns 0 first), so the record names no
-// lookup endpoint and the plan does not look up.
+// lookup endpoint and the plan does not look up. The scheduler builds its connector as the
+// workers do (KVConnectorFactory.create_connector): where theirs fails (buildErr), so would its
+// own, and it has no connector identity (its workers' failure stops it first).
 func (cp *cmdPlanner) schedulerConnector(p *ProcessPlan, pc *ParallelConfig) {
-	if !cp.hasStore {
+	if err := cp.schedulerConnectorError(); err != nil {
+		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+		return
+	}
+	if !cp.hasStore || cp.buildErr != nil {
 		return
 	}
 	idx, err := mooncakeDPEngineIndex(pc, cp.opts.Profile)

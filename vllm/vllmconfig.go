@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sort"
 	"strings"
 )
 
@@ -74,7 +73,7 @@ func (k *KVTransferConfig) connectorModulePath() *string {
 // HMA, or what it raises. A class from kv_connector_module_path is taken to import and to lack
 // SupportsHMA: an out-of-tree connector the scenario cannot show, written before HMA.
 func connectorClass(k *KVTransferConfig) (hma bool, err error) {
-	if k.Connector == "" {
+	if k.Raw["kv_connector"] == nil {
 		return false, valueError("Connector name is not set in KVTransferConfig")
 	}
 	if p := k.connectorModulePath(); p != nil {
@@ -103,23 +102,9 @@ func supportsHMAConfig(k *KVTransferConfig) (bool, error) {
 	if !pyTruthy(raw) {
 		return false, nil
 	}
-	var children []any
-	switch v := raw.(type) {
-	case []any:
-		children = v
-	case map[string]any:
-		// Iterating a dict gives its keys, strings: none is a mapping.
-		for key := range v {
-			children = append(children, key)
-		}
-		sort.Slice(children, func(i, j int) bool { return children[i].(string) < children[j].(string) })
-	case string:
-		for _, r := range v {
-			children = append(children, string(r))
-		}
-	default:
-		// A number or true: for ... in raises.
-		return false, &PyError{Type: "TypeError", Msg: fmt.Sprintf("'%s' object is not iterable", pyTypeName(v))}
+	children, err := pyIter(raw)
+	if err != nil {
+		return false, err
 	}
 	for _, c := range children {
 		m, ok := c.(map[string]any)
@@ -127,21 +112,14 @@ func supportsHMAConfig(k *KVTransferConfig) (bool, error) {
 			// {"engine_id": ..., **conn_config}: a dict display unpacks only a mapping.
 			return false, &PyError{Type: "TypeError", Msg: fmt.Sprintf("'%s' object is not a mapping", pyTypeName(c))}
 		}
-		merged := map[string]any{}
+		merged := map[string]any{"engine_id": nil}
 		if k.EngineID != nil {
 			merged["engine_id"] = *k.EngineID
-		} else {
-			merged["engine_id"] = nil
 		}
-		for key, v := range m {
-			merged[key] = v
-		}
-		if err := unexpectedKVFields(merged); err != nil {
-			return false, err
-		}
-		child, err := kvTransferFromMap(merged)
+		maps.Copy(merged, m)
+		child, err := newKVTransferConfig(merged)
 		if err != nil {
-			return false, pydanticError(err)
+			return false, err
 		}
 		ok, err = supportsHMAConfig(child)
 		if err != nil || !ok {
@@ -149,24 +127,6 @@ func supportsHMAConfig(k *KVTransferConfig) (bool, error) {
 		}
 	}
 	return true, nil
-}
-
-// unexpectedKVFields is pydantic's refusal of keyword arguments KVTransferConfig has no field
-// for, one error each.
-func unexpectedKVFields(m map[string]any) error {
-	ref, ok := flagIndexOf(EntrypointServe).index["--kv-transfer-config"]
-	if !ok {
-		return nil
-	}
-	unknown := unknownKeys(ref.spec.opt.Fields, m)
-	if len(unknown) == 0 {
-		return nil
-	}
-	errs := make([]string, len(unknown))
-	for i, k := range unknown {
-		errs[i] = k + ": Unexpected keyword argument [input_value=" + pydanticRepr(m[k]) + "]"
-	}
-	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("KVTransferConfig", errs)}
 }
 
 // pydanticError is a KVTransferConfig validation failure raised outside argparse: the
@@ -259,7 +219,7 @@ func postInitConnector(a *ServeArgs, kv *KVTransferConfig, env map[string]string
 			return err
 		}
 	}
-	if kv == nil || kv.Connector == "" {
+	if !kv.buildsConnector() {
 		return nil
 	}
 	if !strings.Contains(env["PYTORCH_CUDA_ALLOC_CONF"], "expandable_segments:True") {

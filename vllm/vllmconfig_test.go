@@ -68,22 +68,68 @@ func TestAConnectorClassIsResolvedByTheFrontEnd(t *testing.T) {
 	healthy(t, predict(t, false, "main", node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"MyConnector","kv_role":"kv_both","kv_connector_module_path":"my.connectors"}'`)))
 	crashedWith("h/0/api-server-0", "ValueError: kv_connector_module_path cannot be an empty string.")(t,
 		predict(t, false, "main", node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_module_path":""}'`)))
+	// An empty name is a name (not None): the registry does not have it.
+	crashedWith("h/0/api-server-0", "ValueError: Unsupported connector type: ")(t,
+		predict(t, false, "main", node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"","kv_role":"kv_both"}'`)))
+	crashedWith("h/0/engine-core-0/worker-0", "ValueError: Unsupported connector type: ")(t,
+		predict(t, false, "main", node("h", `vllm serve org/M --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"","kv_role":"kv_both"}'`)))
 }
 
 func TestMultiConnectorChildrenAreAskedUntilOneLacksHMA(t *testing.T) {
 	// MultiConnector.all_children_support_hma builds each child's KVTransferConfig in order and
 	// stops at the first whose class lacks SupportsHMA (LMCacheConnectorV1): a bad child after it
-	// is only met by the workers, one before it fails the front end.
+	// is only met by the workers, whose MultiConnector resolves every child's class
+	// (_get_connector_classes_and_configs); one before it fails the front end.
 	multi := func(children string) string {
 		return `vllm serve org/M --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[` + children + `]}}'`
 	}
-	healthy(t, predict(t, false, "main", node("h", multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`))))
+	procs := predict(t, false, "main", node("h", multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`)))
+	if a := get(t, procs, "h/0/api-server-0"); a.Exit != nil && strings.Contains(a.Exit.Error, "Bar") {
+		t.Errorf("the front end met the child after one without HMA: %s", exitText(a))
+	}
+	crashedWith("h/0/engine-core-0/worker-0", "ValueError: Unsupported connector type: Bar")(t, procs)
 	crashedWith("h/0/api-server-0", "ValueError: Unsupported connector type: Bar")(t,
 		predict(t, false, "main", node("h", multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`))))
 	crashedWith("h/0/api-server-0", "TypeError: 'str' object is not a mapping")(t,
 		predict(t, false, "main", node("h", multi(`"NixlConnector"`))))
 	crashedWith("h/0/api-server-0", "pydantic_core.ValidationError: 1 validation error for KVTransferConfig: foo: Unexpected keyword argument [input_value=1]")(t,
 		predict(t, false, "main", node("h", multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`))))
+}
+
+func TestMultiConnectorBuildsEveryChild(t *testing.T) {
+	// vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py: with the hybrid KV cache
+	// manager's preference given, the front end does not look at the children; each worker's
+	// MultiConnector reads them all (_get_connector_classes_and_configs), then builds them, a
+	// nested MultiConnector reading its own.
+	multi := func(connectors string) string {
+		return `vllm serve org/M -tp 2 --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":` + connectors + `}}'`
+	}
+	const nixl, store = `{"kv_connector":"NixlConnector","kv_role":"kv_both"}`, `{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}`
+	healthy(t, predict(t, false, "main", node("h", multi(`[`+nixl+`,`+store+`]`))))
+	for _, c := range []struct{ connectors, want string }{
+		// The child gets engine_id as a keyword besides its own keys: twice if it names one.
+		{`[` + nixl + `,{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"e"}]`, "TypeError: vllm.config.kv_transfer.KVTransferConfig() got multiple values for keyword argument 'engine_id'"},
+		// Each child is asked for its engine_id with .get: a dict's keys and a string's
+		// characters are strings.
+		{`{"a":` + nixl + `}`, "AttributeError: 'str' object has no attribute 'get'"},
+		{`"ab"`, "AttributeError: 'str' object has no attribute 'get'"},
+		{`[null]`, "AttributeError: 'NoneType' object has no attribute 'get'"},
+		{`3`, "TypeError: 'int' object is not iterable"},
+		{`null`, "AssertionError"},
+		// Every field is validated as the top-level config is, all errors of a child at once.
+		{`[{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_port":"x","kv_ip":1}]`, "pydantic_core.ValidationError: 2 validation errors for KVTransferConfig: kv_ip: Input should be a valid string [input_value=1]; kv_port: Input should be a valid integer, unable to parse string as an integer [input_value='x']"},
+		{`[{"kv_connector":"NixlConnector"}]`, "Value error, Please specify kv_role when kv_connector is set"},
+		// Every child's class is resolved before any is built, in order.
+		{`[` + nixl + `,{"kv_role":"kv_both"}]`, "ValueError: Connector name is not set in KVTransferConfig"},
+		{`[{"kv_connector":"Foo","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}]`, "ValueError: Unsupported connector type: Foo"},
+		{`[{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"Bar","kv_role":"kv_both"}]}}]`, "ValueError: Unsupported connector type: Bar"},
+	} {
+		procs := predict(t, false, "main", node("h", multi(c.connectors)))
+		if a := get(t, procs, "h/0/api-server-0"); a.Exit != nil && strings.Contains(a.Exit.Error, c.want) {
+			t.Errorf("%s: the front end built the connector: %s", c.connectors, exitText(a))
+		}
+		crashedWith("h/0/engine-core-0/worker-1", c.want)(t, procs)
+	}
 }
 
 func TestExpandableSegmentsRefuseAConnector(t *testing.T) {

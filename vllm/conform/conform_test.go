@@ -408,13 +408,21 @@ func TestKVConnectorResolutionMatchesVLLM(t *testing.T) {
 		"unregistered-later": {flags: kv(`{"kv_connector":"FooConnector","kv_role":"kv_both"}`) + " --disable-hybrid-kv-cache-manager", crash: "Unsupported connector type: FooConnector"},
 		"no-name":            {flags: kv(`{"kv_role":"kv_both"}`), crash: "Connector name is not set"},
 		"empty-module-path":  {flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_connector_module_path":""}`), crash: "cannot be an empty string"},
-		"multi-stops":        {flags: multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`)},
-		"multi-bad-child":    {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`), crash: "Unsupported connector type: Bar"},
-		"multi-not-mapping":  {flags: multi(`"x"`), crash: "object is not a mapping"},
-		"multi-unknown-key":  {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`), crash: "Unexpected keyword argument"},
-		"expandable":         {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`), crash: "incompatible with PYTORCH_CUDA_ALLOC_CONF"},
-		"expandable-sleep":   {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: "--enable-sleep-mode " + kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`)},
-		"hma-enabled":        {flags: "--no-disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`), crash: "does not support HMA but HMA is enabled"},
+		// The front end stops asking at a child without HMA; the workers' MultiConnector
+		// resolves every child's class.
+		"multi-stops":         {flags: multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`), crash: "Unsupported connector type: Bar"},
+		"multi-own-engine-id": {flags: "--disable-hybrid-kv-cache-manager " + multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"e"}`), crash: "got multiple values for keyword argument 'engine_id'"},
+		"multi-bad-field":     {flags: "--disable-hybrid-kv-cache-manager " + multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_port":"x"}`), crash: "kv_port: Input should be a valid integer"},
+		"multi-nested":        {flags: "--disable-hybrid-kv-cache-manager " + multi(`{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"Bar","kv_role":"kv_both"}]}}`), crash: "Unsupported connector type: Bar"},
+		"multi-keys":          {flags: "--disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":{"a":{}}}}`), crash: "'str' object has no attribute 'get'"},
+		"scheduler-no-name":   {flags: "--disable-hybrid-kv-cache-manager " + kv(`{"kv_role":"kv_both"}`), crash: "Connector name is not set"},
+		"empty-name":          {flags: kv(`{"kv_connector":"","kv_role":"kv_both"}`), crash: "Unsupported connector type: "},
+		"multi-bad-child":     {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`), crash: "Unsupported connector type: Bar"},
+		"multi-not-mapping":   {flags: multi(`"x"`), crash: "object is not a mapping"},
+		"multi-unknown-key":   {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`), crash: "Unexpected keyword argument"},
+		"expandable":          {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`), crash: "incompatible with PYTORCH_CUDA_ALLOC_CONF"},
+		"expandable-sleep":    {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: "--enable-sleep-mode " + kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`)},
+		"hma-enabled":         {flags: "--no-disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`), crash: "does not support HMA but HMA is enabled"},
 	}
 	for name, tc := range cases {
 		d := vllm.Deployment{Name: "kv-connector-" + name, Profile: snapshotProfile(t), Seed: name,

@@ -231,6 +231,12 @@ def _plan(rec, slots, fes):
     if extra.get("handshake_refusal"):
         p["probe_handshake_refusal"] = extra["handshake_refusal"]
     children = [_plan(c, slots, fes) for c in rec.get("children") or []]
+    if crash and crash["stage"] == "connector-init" and role in ("engine-core", "ray-actor") \
+            and any(c.get("crash") for c in children):
+        # EngineCore.__init__ builds its executor, whose workers build their KV connectors,
+        # before its scheduler builds one (vllm/v1/engine/core.py): with a worker down, the
+        # scheduler's connector, which the probe ran beside, was never built.
+        del p["crash"]
     addrs = _addresses(rec, p, rvs, children)
     if addrs:
         p["addresses"] = addrs

@@ -7,9 +7,11 @@ empty module path or a MultiConnector child that does not validate fails the fro
 read from its module's source instead of imported (those modules import the connector's own
 packages), as a class that subclasses SupportsHMA exactly when the real one does; a class from
 kv_connector_module_path is taken to import and to lack SupportsHMA (the model's assumption).
+MultiConnector is the real class: building it validates its children.
 """
 
 import ast
+import importlib
 import os
 import types
 
@@ -98,6 +100,12 @@ def _stand_in_registry():
         module_path, class_name = free.get("module_path"), free.get("class_name")
         if module_path is None or class_name is None:
             continue
+        if class_name == "MultiConnector":
+            # Its constructor is config code, not a transfer engine: it turns each child of
+            # kv_connector_extra_config['connectors'] into a KVTransferConfig and builds it from
+            # this registry. The real class runs; its children are the stand-ins.
+            registry[name] = lambda m=module_path, c=class_name: getattr(importlib.import_module(m), c)
+            continue
         # Read when asked for, as the real loader imports when asked for.
         registry[name] = lambda m=module_path, c=class_name: _connector_class(*reversed(_supports_hma(vllm_root, m, c)), SupportsHMA)
 
@@ -150,14 +158,16 @@ def post_init(cfg, engine_args):
         step(cfg)
 
 
-def create_worker_connector(cfg):
-    """KVConnectorFactory.create_connector as ensure_kv_transfer_initialized calls it in a worker:
-    the class (get_connector_class) and the HMA check run for real; the class built is the
-    stand-in. Only for a factory with the HMA check (older ones build with another signature)."""
+def create_connector(cfg, role):
+    """KVConnectorFactory.create_connector as ensure_kv_transfer_initialized calls it in a worker
+    (role WORKER) and the Scheduler in an engine core (SCHEDULER): the class
+    (get_connector_class) and the HMA check run for real; the class built is the stand-in, or
+    MultiConnector's own. Only for a factory with the HMA check (older ones build with another
+    signature)."""
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
     from vllm.distributed.kv_transfer.kv_connector.v1.base import KVConnectorRole
 
     if getattr(KVConnectorFactory, "supports_hma_config", None) is None:
         return
     _stand_in_registry()
-    KVConnectorFactory.create_connector(config=cfg, role=KVConnectorRole.WORKER, kv_cache_config=None)
+    KVConnectorFactory.create_connector(config=cfg, role=getattr(KVConnectorRole, role), kv_cache_config=None)

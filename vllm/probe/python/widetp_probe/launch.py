@@ -447,7 +447,10 @@ def _kv(proc):
 
 def _mooncake_view(cfg, kv):
     """The config the Mooncake store connector sees: the config itself, or a MultiConnector
-    child's (MultiConnector builds each child from kv_connector_extra_config['connectors'])."""
+    child's (MultiConnector builds each child from kv_connector_extra_config['connectors'], with
+    the parent's engine_id unless the child names its own, and a child MultiConnector its own
+    children in turn; the worker's connector was built, so every child validates). The first
+    store connector in that order."""
     if kv.kv_connector == conventions.MOONCAKE_STORE:
         return cfg, kv
     if kv.kv_connector != "MultiConnector":
@@ -457,9 +460,10 @@ def _mooncake_view(cfg, kv):
     children = kv.kv_connector_extra_config.get("connectors")
     assert children is not None
     for c in children:
-        child = KVTransferConfig(**c)
-        if child.kv_connector == conventions.MOONCAKE_STORE:
-            return _ConfigView(cfg, child), child
+        child = KVTransferConfig(**{**c, "engine_id": c.get("engine_id", kv.engine_id)})
+        view, store = _mooncake_view(_ConfigView(cfg, child), child)
+        if view is not None:
+            return view, store
     return None, None
 
 
@@ -498,7 +502,7 @@ def worker_connector(proc):
         if src is not None:
             proc.connector["engine_id_from_world_rank"] = src
         kv.engine_id = proc.connector["engine_id"]
-    kvconfig.create_worker_connector(cfg)
+    kvconfig.create_connector(cfg, "WORKER")
     view, mkv = _mooncake_view(cfg, kv)
     if view is None:
         return
@@ -515,11 +519,18 @@ def worker_connector(proc):
 
 
 def scheduler_connector(proc):
+    cfg = proc.config
+    if cfg is None or getattr(cfg, "kv_transfer_config", None) is None:
+        return
     kv = _kv(proc)
+    if kv is not None:
+        proc.connector["engine_id"] = kv.engine_id
+    # Scheduler.__init__ builds its connector for any kv_transfer_config, a transfer instance or
+    # not (vllm/v1/core/sched/scheduler.py), as the workers built theirs.
+    kvconfig.create_connector(cfg, "SCHEDULER")
     if kv is None:
         return
-    proc.connector["engine_id"] = kv.engine_id
-    view, mkv = _mooncake_view(proc.config, kv)
+    view, mkv = _mooncake_view(cfg, kv)
     if view is None:
         return
     path = _lookup_path(view)
