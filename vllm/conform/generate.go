@@ -285,7 +285,8 @@ var kvEventsConfigs = []string{
 
 // kvConfigs are the connector configurations a deployment may use: the Mooncake store connector
 // alone, with a lookup port, with lookups off, inside a MultiConnector (after a child without HMA
-// support, where VllmConfig.__post_init__ stops asking), and two without Mooncake.
+// support, where VllmConfig.__post_init__ stops asking; in a MultiConnector nested in another),
+// and two without Mooncake.
 var kvConfigs = []string{
 	mooncakeKV,
 	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7788}}'`,
@@ -294,6 +295,7 @@ var kvConfigs = []string{
 	`'{"kv_connector":"NixlConnector","kv_role":"kv_both","engine_id":"fixed-engine"}'`,
 	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}]}}'`,
 	`'{"kv_connector":"NixlPushConnector","kv_role":"kv_producer"}'`,
+	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7789}}]}}]}}'`,
 }
 
 // nodeEnvs are node environments that change what identity reads: the ipc base path, the host
