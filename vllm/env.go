@@ -44,6 +44,9 @@ type vllmEnv struct {
 	// a replica's first node before it starts any worker); splitGroupErr the same for
 	// VLLM_DISTRIBUTED_USE_SPLIT_GROUP (each worker, right before it joins its torch world).
 	mqChunkErr, splitGroupErr error
+	// float32PrecisionErr is what env_with_choices raises for VLLM_FLOAT32_MATMUL_PRECISION outside
+	// highest/high/medium (any case), read by every GPU Worker.__init__ once its rank is set.
+	float32PrecisionErr error
 }
 
 // readEnv reads the variables as envs.py does: int(os.getenv(name, default)) raises ValueError on
@@ -62,6 +65,9 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 			return 0, validationError("ParallelConfig", "invalid literal for int() with base 10: %s", pyRepr(env[name]))
 		}
 		return n, nil
+	}
+	if v, ok := env["VLLM_FLOAT32_MATMUL_PRECISION"]; ok {
+		e.float32PrecisionErr = choicesEnvError("VLLM_FLOAT32_MATMUL_PRECISION", v, []string{"highest", "high", "medium"}, false)
 	}
 	// CacheConfig.prefix_cache_retention_interval's default factory (vllm/config/cache.py
 	// _get_prefix_cache_retention_interval) runs while the parser is built, before the default
@@ -187,4 +193,19 @@ func (e vllmEnv) deviceCount(gpus int) int {
 		return e.visibleDevices
 	}
 	return gpus
+}
+
+// choicesEnvError is envs.py env_with_choices refusing a set value outside its choices (compared
+// in lower case unless caseSensitive); nil when the value is one of them.
+func choicesEnvError(name, v string, choices []string, caseSensitive bool) error {
+	for _, c := range choices {
+		if v == c || !caseSensitive && strings.EqualFold(v, c) {
+			return nil
+		}
+	}
+	quoted := make([]string, len(choices))
+	for i, c := range choices {
+		quoted[i] = pyRepr(c)
+	}
+	return valueError("Invalid value '%s' for %s. Valid options: [%s].", v, name, strings.Join(quoted, ", "))
 }

@@ -120,7 +120,9 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 		// core's has (WorkerBase.__init__ sets parallel_config.rank): 0.
 		tpRank, _, ppRank := pc.workerRanks(0)
 		p.Identity.Rank, p.Identity.TPRank, p.Identity.PPRank = intPtr(0), intPtr(tpRank), intPtr(ppRank)
-	} else {
+	} else if err = cp.env.float32PrecisionErr; err == nil {
+		// Worker.__init__ (vllm/v1/worker/gpu_worker.py) reads VLLM_FLOAT32_MATMUL_PRECISION
+		// first, then builds its sentinel.
 		err = workerSentinelError(pc, cp.args.lastOther("--all2all-backend"))
 	}
 	if err == nil {

@@ -453,6 +453,23 @@ func TestLaunchPaths(t *testing.T) {
 			},
 		},
 		{
+			name: "VLLM_FLOAT32_MATMUL_PRECISION outside its choices: every worker fails in Worker.__init__, with its own rank, before its torch world", moe: false, profile: "main",
+			source: "vllm/v1/worker/gpu_worker.py Worker.__init__ (envs.VLLM_FLOAT32_MATMUL_PRECISION); vllm/envs.py env_with_choices (case-insensitive)",
+			nodes:  []Node{node("h", "VLLM_FLOAT32_MATMUL_PRECISION=low vllm serve org/M -tp 2 "+storeBoth)},
+			kinds:  []report.Kind{report.ProcessCrashed},
+			also: func(t *testing.T, procs []report.Process) {
+				crashedWith("h/0/engine-core-0/worker-1", "ValueError: Invalid value 'low' for VLLM_FLOAT32_MATMUL_PRECISION. Valid options: ['highest', 'high', 'medium'].")(t, procs)
+				if w := get(t, procs, "h/0/engine-core-0/worker-1"); w.Rank == nil || *w.Rank != 1 || w.Replica != "" {
+					t.Errorf("worker 1: rank %v replica %q, want rank 1 and no torch world", w.Rank, w.Replica)
+				}
+			},
+		},
+		{
+			name: "VLLM_FLOAT32_MATMUL_PRECISION is read in any case", moe: false, profile: "main",
+			source: "vllm/envs.py env_with_choices (case_sensitive=False)",
+			nodes:  []Node{node("h", "VLLM_FLOAT32_MATMUL_PRECISION=High vllm serve org/M -tp 2 "+storeBoth)},
+		},
+		{
 			name: "fault tolerance with an FT-capable all2all backend starts", moe: true, profile: "main",
 			source: "vllm/v1/worker/sentinel/gpu_worker_sentinel.py FT_BACKEND_SET",
 			nodes: []Node{node("h0", "vllm serve org/M -dp 2 --data-parallel-rank 0 -dpa h0 -ep --enable-fault-tolerance --all2all-backend deepep_low_latency "+storeBoth),
