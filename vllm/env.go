@@ -79,6 +79,14 @@ func readEnv(env map[string]string) (vllmEnv, error) {
 		}
 		e.prefixRetention = &n
 	}
+	// Then CompilationConfig's compile_cache_save_format default factory
+	// (vllm/config/compilation.py; the parser reads CompilationConfig's defaults after
+	// CacheConfig's, vllm/engine/arg_utils.py add_cli_args): env_with_choices, case-sensitive.
+	if v, ok := env["VLLM_COMPILE_CACHE_SAVE_FORMAT"]; ok {
+		if err := choicesEnvError("VLLM_COMPILE_CACHE_SAVE_FORMAT", v, []string{"binary", "unpacked"}, true); err != nil {
+			return e, err
+		}
+	}
 	// In the order ParallelConfig.__post_init__'s offline fallback reads them.
 	var err error
 	if e.dpSize, err = intVar("VLLM_DP_SIZE", 1); err != nil {

@@ -249,6 +249,12 @@ func TestConfigFailuresBecomeCrashes(t *testing.T) {
 			"ValueError: invalid literal for int() with base 10: 'x'"},
 		{"env retention interval is the field's default", "vllm/config/cache.py prefix_cache_retention_interval Field(ge=0)", "VLLM_PREFIX_CACHE_RETENTION_INTERVAL=-3 vllm serve m --block-size 0", true,
 			"pydantic_core.ValidationError: 2 validation errors for CacheConfig: block_size: Input should be greater than 0 [input_value=0]; prefix_cache_retention_interval: Input should be greater than or equal to 0 [input_value=-3]"},
+		// CompilationConfig's compile_cache_save_format default factory reads its variable
+		// (env_with_choices, case-sensitive) after CacheConfig's and before the DP variables.
+		{"env compile cache format", "vllm/config/compilation.py compile_cache_save_format; vllm/envs.py env_with_choices", "VLLM_DP_SIZE=0 VLLM_COMPILE_CACHE_SAVE_FORMAT=Binary vllm serve m", true,
+			"ValueError: Invalid value 'Binary' for VLLM_COMPILE_CACHE_SAVE_FORMAT. Valid options: ['binary', 'unpacked']."},
+		{"env compile cache format after the retention interval", "vllm/engine/arg_utils.py add_cli_args (CacheConfig before CompilationConfig)", "VLLM_COMPILE_CACHE_SAVE_FORMAT=x VLLM_PREFIX_CACHE_RETENTION_INTERVAL=y vllm serve m", true,
+			"ValueError: invalid literal for int() with base 10: 'y'"},
 		{"env batch invariance after the DP variables", "vllm/config/parallel.py _verify_args (envs.VLLM_BATCH_INVARIANT)", "VLLM_BATCH_INVARIANT=true vllm serve m -tp 0", true,
 			"pydantic_core.ValidationError: 1 validation error for ParallelConfig: Value error, invalid literal for int() with base 10: 'true'"},
 		{"env batch invariance, DP size first", "vllm/config/parallel.py _validate_parallel_config before _verify_args", "VLLM_BATCH_INVARIANT=x VLLM_DP_SIZE=0 vllm serve m", true,

@@ -361,8 +361,13 @@ def _finish(proc, body, w):
             if e.code not in (0, None) or proc.role != "api-server":
                 proc.crash = {"stage": proc.stage, "error": conventions.system_exit_text(e, _ARGPARSE_ERR)}
         except BaseException as e:  # noqa: BLE001 - every exception is the process's crash
-            _fail(proc, e)
-            proc.extra["traceback"] = traceback.format_exc(limit=-6)
+            if _unwinding_from_cut(e):
+                # vLLM's cleanup (a finally or except block) ran only because the probe stopped
+                # the process at its cut, and raised: the process had reached its cut.
+                proc.extra["after_cut"] = crash_text(e)
+            else:
+                _fail(proc, e)
+                proc.extra["traceback"] = traceback.format_exc(limit=-6)
         proc.extra["body_s"] = round(time.monotonic() - t0, 3)
         if proc.crash is None:
             after_cut(proc)
@@ -373,6 +378,20 @@ def _finish(proc, body, w):
     os.write(w, data) if len(data) < 65536 else _write_all(w, data)
     os.close(w)
     os._exit(0)
+
+
+def _unwinding_from_cut(e):
+    """Whether e was raised while a Stop unwound the process (Python chains it as __context__):
+    MPClient.__init__'s finally, for one, shuts its engine manager down reading
+    VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS, which a running front end reads only at its exit."""
+    seen = set()
+    c = e.__context__
+    while c is not None and id(c) not in seen:
+        if isinstance(c, Stop):
+            return True
+        seen.add(id(c))
+        c = c.__context__
+    return False
 
 
 def _json_default(o):
