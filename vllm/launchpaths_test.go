@@ -445,24 +445,14 @@ func TestLaunchPaths(t *testing.T) {
 			source: "vllm/distributed/parallel_state.py init_distributed_environment (read before init_process_group); vllm/envs.py",
 			nodes:  []Node{node("h", "VLLM_DISTRIBUTED_USE_SPLIT_GROUP=true vllm serve org/M -tp 2 "+storeBoth)},
 			kinds:  []report.Kind{report.ProcessCrashed},
-			also: func(t *testing.T, procs []report.Process) {
-				crashedWith("h/0/engine-core-0/worker-1", "ValueError: invalid literal for int() with base 10: 'true'")(t, procs)
-				if w := get(t, procs, "h/0/engine-core-0/worker-1"); w.Rank == nil || *w.Rank != 1 || w.Replica != "" {
-					t.Errorf("worker 1: rank %v replica %q, want rank 1 and no torch world", w.Rank, w.Replica)
-				}
-			},
+			also:   workerOneCrashedBeforeItsWorld("ValueError: invalid literal for int() with base 10: 'true'"),
 		},
 		{
 			name: "VLLM_FLOAT32_MATMUL_PRECISION outside its choices: every worker fails in Worker.__init__, with its own rank, before its torch world", moe: false, profile: "main",
 			source: "vllm/v1/worker/gpu_worker.py Worker.__init__ (envs.VLLM_FLOAT32_MATMUL_PRECISION); vllm/envs.py env_with_choices (case-insensitive)",
 			nodes:  []Node{node("h", "VLLM_FLOAT32_MATMUL_PRECISION=low vllm serve org/M -tp 2 "+storeBoth)},
 			kinds:  []report.Kind{report.ProcessCrashed},
-			also: func(t *testing.T, procs []report.Process) {
-				crashedWith("h/0/engine-core-0/worker-1", "ValueError: Invalid value 'low' for VLLM_FLOAT32_MATMUL_PRECISION. Valid options: ['highest', 'high', 'medium'].")(t, procs)
-				if w := get(t, procs, "h/0/engine-core-0/worker-1"); w.Rank == nil || *w.Rank != 1 || w.Replica != "" {
-					t.Errorf("worker 1: rank %v replica %q, want rank 1 and no torch world", w.Rank, w.Replica)
-				}
-			},
+			also:   workerOneCrashedBeforeItsWorld("ValueError: Invalid value 'low' for VLLM_FLOAT32_MATMUL_PRECISION. Valid options: ['highest', 'high', 'medium']."),
 		},
 		{
 			name: "VLLM_FLOAT32_MATMUL_PRECISION is read in any case", moe: false, profile: "main",
@@ -574,6 +564,18 @@ func TestLaunchPaths(t *testing.T) {
 }
 
 // crashedWith checks that a process exited with an error containing text.
+// workerOneCrashedBeforeItsWorld: h/0/engine-core-0/worker-1 crashed with text after its Worker
+// set its rank (1) and before it joined its torch world (no replica).
+func workerOneCrashedBeforeItsWorld(text string) func(t *testing.T, procs []report.Process) {
+	return func(t *testing.T, procs []report.Process) {
+		t.Helper()
+		crashedWith("h/0/engine-core-0/worker-1", text)(t, procs)
+		if w := get(t, procs, "h/0/engine-core-0/worker-1"); w.Rank == nil || *w.Rank != 1 || w.Replica != "" {
+			t.Errorf("worker 1: rank %v replica %q, want rank 1 and no torch world", w.Rank, w.Replica)
+		}
+	}
+}
+
 func crashedWith(id, text string) func(t *testing.T, procs []report.Process) {
 	return func(t *testing.T, procs []report.Process) {
 		t.Helper()
