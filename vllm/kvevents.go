@@ -40,7 +40,7 @@ func (k *KVEventsConfig) publishes() bool {
 // KVEventsConfig's schema (checkConfig, inside argparse's type=), and runs the part of its
 // __post_init__ the model needs: an unset publisher is "zmq" when events are enabled, else
 // "null" (vllm/config/kv_events.py).
-func kvEventsFromMap(m map[string]any) (*KVEventsConfig, error) {
+func kvEventsFromMap(m map[string]any) *KVEventsConfig {
 	k := &KVEventsConfig{Endpoint: "tcp://*:5557"}
 	k.Enabled, _ = pydanticBool(m["enable_kv_cache_events"])
 	if e, ok := m["endpoint"].(string); ok {
@@ -57,7 +57,7 @@ func kvEventsFromMap(m map[string]any) (*KVEventsConfig, error) {
 			k.Publisher = "zmq"
 		}
 	}
-	return k, nil
+	return k
 }
 
 // pydanticBool is pydantic's lax bool: JSON booleans, the integers 0 and 1 (and floats equal to
