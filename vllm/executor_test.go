@@ -70,3 +70,46 @@ func TestUniExecutorRunsOneWorker(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerDownStopsTheEngineBeforeItsScheduler: EngineCore.__init__ (vllm/v1/engine/core.py)
+// builds its executor, whose workers start and build their KV connectors, before it builds the
+// Scheduler (vllm/v1/core/sched/scheduler.py), whose constructor builds the scheduler's KV
+// connector, then its event publisher (vllm/distributed/kv_events.py), and whose offloading
+// connector opens its secondary tiers (vllm/v1/kv_offload/tiering/p2p/manager.py). An engine core
+// whose worker fails (here: CUDA_VISIBLE_DEVICES names one device, so engine 1's worker, local
+// rank 1, has none) never gets to raise what its Scheduler would; an engine core whose workers
+// start does.
+func TestWorkerDownStopsTheEngineBeforeItsScheduler(t *testing.T) {
+	const offload = `{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":209715200,"secondary_tiers":[{"type":"p2p","host":"127.0.0.1","port":7777}]}}`
+	for _, tt := range []struct {
+		name, flags, want string
+		index0            bool // engine 0 raises it too (the publisher offsets past index 0 only)
+	}{
+		{"the scheduler's KV connector", "--kv-transfer-config.kv_role kv_both --disable-hybrid-kv-cache-manager",
+			"ValueError: Connector name is not set in KVTransferConfig", true},
+		{"the event publisher", `--kv-events-config '{"enable_kv_cache_events":true,"endpoint":"tcp://*:abc"}'`,
+			"ValueError: invalid literal for int() with base 10: 'abc'", false},
+		{"a P2P offload tier without PYTHONHASHSEED", "--kv-transfer-config '" + offload + "'",
+			"ValueError: PYTHONHASHSEED must be set for P2P KV offload so that block hashes match across instances. Set it to a fixed value (e.g. PYTHONHASHSEED=0) on every P2P peer.", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// Both workers start (two devices): engine 1 raises what its Scheduler would.
+			up := planned(t, true, "main", node("h", "CUDA_VISIBLE_DEVICES=0,1 vllm serve org/M -dp 2 --enable-expert-parallel "+tt.flags))
+			if c := up["h/0/engine-core-1"].Crash; c == nil || c.Stage != StageConnectorInit || c.Error != tt.want {
+				t.Fatalf("workers up: engine 1 crash %+v, want %q at connector init", c, tt.want)
+			}
+			down := planned(t, true, "main", node("h", "CUDA_VISIBLE_DEVICES=0 vllm serve org/M -dp 2 --enable-expert-parallel "+tt.flags))
+			if w := down["h/0/engine-core-1/worker-0"].Crash; w == nil || w.Stage != StageEngineInit {
+				t.Fatalf("engine 1's worker: crash %+v, want it to fail selecting its device", w)
+			}
+			if c := down["h/0/engine-core-1"].Crash; c != nil {
+				t.Errorf("worker down: engine 1 crash %+v, want none (its Scheduler is never built)", c)
+			}
+			// Engine 0's worker has device 0: its Scheduler is built, and raises as before.
+			c := down["h/0/engine-core-0"].Crash
+			if tt.index0 && (c == nil || c.Error != tt.want) || !tt.index0 && c != nil {
+				t.Errorf("engine 0, whose worker starts: crash %+v (raises it: %t)", c, tt.index0)
+			}
+		})
+	}
+}

@@ -158,7 +158,8 @@ func (cp *cmdPlanner) kernelPicked(endpoint string) string {
 // kvEventsAddresses lists an engine core's event publisher, which its scheduler builds after its
 // KV connector (so an engine core that failed before, its connector included, builds none): the
 // PUB socket at the offset endpoint, then the replay ROUTER, always bound. An endpoint the offset
-// cannot read makes the engine core raise there.
+// cannot read makes the engine core raise there, unless a worker stopped it before
+// (schedulerUnbuilt).
 func (cp *cmdPlanner) kvEventsAddresses(p *ProcessPlan, pc *ParallelConfig, add func(AddressPlan)) {
 	k := cp.args.KVEvents
 	if !k.publishes() || pc == nil || p.Crash != nil {
@@ -172,7 +173,9 @@ func (cp *cmdPlanner) kvEventsAddresses(p *ProcessPlan, pc *ParallelConfig, add 
 		replay, err = offsetEndpointPort(*k.ReplayEndpoint, idx, kernel)
 	}
 	if err != nil {
-		p.Crash = &Crash{Stage: StageConnectorInit, Error: err.Error()}
+		if !schedulerUnbuilt(p) {
+			p.Crash = &Crash{Stage: StageConnectorInit, Error: err.Error()}
+		}
 		return
 	}
 	src := "vllm/distributed/kv_events.py ZmqEventPublisher (endpoint offset by data_parallel_index; built by vllm/v1/core/sched/scheduler.py Scheduler.__init__)"

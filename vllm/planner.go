@@ -304,6 +304,21 @@ func (cp *cmdPlanner) schedulerConnectorError() error {
 	return err
 }
 
+// schedulerUnbuilt reports whether an engine core (or Ray actor) stops before its Scheduler:
+// EngineCore.__init__ (vllm/v1/engine/core.py) builds its executor, whose workers start (and build
+// their KV connectors while it sets up the KV caches), before it builds the Scheduler, so a worker
+// that fails stops the engine core first. What the Scheduler's constructor would raise — its KV
+// connector, its event publisher, an offloading connector's secondary tiers — is then never
+// raised. What it would compute stays in the plan, as the workers' connector identity does.
+func schedulerUnbuilt(p *ProcessPlan) bool {
+	for _, c := range p.Children {
+		if c.Crash != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // schedulerConnector is the scheduler side of the Mooncake store connector an engine core (or
 // Ray actor) builds: a LookupKeyClient at the path its own DP engine index gives. A scheduler
 // whose kv_connector_extra_config turns enable_lookup off still builds the client (and computes
@@ -314,7 +329,9 @@ func (cp *cmdPlanner) schedulerConnectorError() error {
 // own, and it has no connector identity (its workers' failure stops it first).
 func (cp *cmdPlanner) schedulerConnector(p *ProcessPlan, pc *ParallelConfig) {
 	if err := cp.schedulerConnectorError(); err != nil {
-		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+		if !schedulerUnbuilt(p) {
+			p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+		}
 		return
 	}
 	if !cp.hasStore || cp.buildErr != nil {

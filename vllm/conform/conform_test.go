@@ -349,6 +349,8 @@ func TestKVEventPublishersMatchVLLM(t *testing.T) {
 		"connect-dp2": {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://localhost:5557"`)}},
 		"bad-port":    {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://*:abc"`)}},
 		"port-zero":   {{"vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://*:0"`)}},
+		// Engine 1's workers have no device: it stops before its Scheduler builds a publisher.
+		"bad-port-workers-down": {{"CUDA_VISIBLE_DEVICES=0,1 vllm serve " + m + " -tp 2 -dp 2 " + ev(`,"endpoint":"tcp://*:abc"`)}},
 	}
 	published := 0
 	for name, nodes := range deps {
@@ -379,8 +381,9 @@ func TestKVEventPublishersMatchVLLM(t *testing.T) {
 	}
 	// one-node-dp4: 4 engines × (PUB + replay); hybrid: 4; wide-TP: 2 heads; ipc: engine 0 only;
 	// inproc and connect: 2 each; bad-port: engine 0 (index 0 leaves the endpoint as written);
-	// port-zero: 2 (the snapshot predates PR #55844: engine 1 binds port 1).
-	if want := 8 + 4 + 2 + 1 + 2 + 2 + 1 + 2; published != want {
+	// port-zero: 2 (the snapshot predates PR #55844: engine 1 binds port 1); bad-port-workers-down:
+	// engine 0.
+	if want := 8 + 4 + 2 + 1 + 2 + 2 + 1 + 2 + 1; published != want {
 		t.Errorf("vLLM's plans hold %d kv-events addresses, want %d", published, want)
 	}
 }
@@ -416,13 +419,15 @@ func TestKVConnectorResolutionMatchesVLLM(t *testing.T) {
 		"multi-nested":        {flags: "--disable-hybrid-kv-cache-manager " + multi(`{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"Bar","kv_role":"kv_both"}]}}`), crash: "Unsupported connector type: Bar"},
 		"multi-keys":          {flags: "--disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":{"a":{}}}}`), crash: "'str' object has no attribute 'get'"},
 		"scheduler-no-name":   {flags: "--disable-hybrid-kv-cache-manager " + kv(`{"kv_role":"kv_both"}`), crash: "Connector name is not set"},
-		"empty-name":          {flags: kv(`{"kv_connector":"","kv_role":"kv_both"}`), crash: "Unsupported connector type: "},
-		"multi-bad-child":     {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`), crash: "Unsupported connector type: Bar"},
-		"multi-not-mapping":   {flags: multi(`"x"`), crash: "object is not a mapping"},
-		"multi-unknown-key":   {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`), crash: "Unexpected keyword argument"},
-		"expandable":          {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`), crash: "incompatible with PYTORCH_CUDA_ALLOC_CONF"},
-		"expandable-sleep":    {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: "--enable-sleep-mode " + kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`)},
-		"hma-enabled":         {flags: "--no-disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`), crash: "does not support HMA but HMA is enabled"},
+		// Engine 1's workers have no device: only engine 0 builds its Scheduler.
+		"scheduler-no-name-workers-down": {env: "CUDA_VISIBLE_DEVICES=0,1 ", flags: "--disable-hybrid-kv-cache-manager " + kv(`{"kv_role":"kv_both"}`), crash: "Connector name is not set"},
+		"empty-name":                     {flags: kv(`{"kv_connector":"","kv_role":"kv_both"}`), crash: "Unsupported connector type: "},
+		"multi-bad-child":                {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`), crash: "Unsupported connector type: Bar"},
+		"multi-not-mapping":              {flags: multi(`"x"`), crash: "object is not a mapping"},
+		"multi-unknown-key":              {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`), crash: "Unexpected keyword argument"},
+		"expandable":                     {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`), crash: "incompatible with PYTORCH_CUDA_ALLOC_CONF"},
+		"expandable-sleep":               {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: "--enable-sleep-mode " + kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`)},
+		"hma-enabled":                    {flags: "--no-disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`), crash: "does not support HMA but HMA is enabled"},
 	}
 	for name, tc := range cases {
 		d := vllm.Deployment{Name: "kv-connector-" + name, Profile: snapshotProfile(t), Seed: name,
