@@ -131,6 +131,11 @@ func checkChoice(spec *flagSpec, repr string) error {
 func checkConfig(spec *flagSpec, val string, obj map[string]any) error {
 	if s := parsedSchema(spec.opt.Schema); s != nil && s.T != "any" {
 		if errs := validateConfig(s, obj); len(errs) > 0 {
+			for _, e := range errs {
+				if e.raise != nil {
+					return e.raise
+				}
+			}
 			return configError(spec, val, errs)
 		}
 		return nil
@@ -149,7 +154,7 @@ func checkFields(spec *flagSpec, obj map[string]any) error {
 	}
 	errs := make([]schemaError, len(unknown))
 	for i, k := range unknown {
-		errs[i] = schemaError{k, "Unexpected keyword argument", obj[k]}
+		errs[i] = schemaError{loc: k, msg: "Unexpected keyword argument", val: obj[k]}
 	}
 	return configError(spec, unknown[0], errs)
 }

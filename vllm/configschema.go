@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,8 @@ type configSchema struct {
 	Forbid bool          `json:"forbid,omitempty"`
 	// V are a literal's or an enum's values; Sub an enum's value type (str, int, float).
 	V   []any  `json:"v,omitempty"`
+	// Fn names the validator function a "before" schema runs ahead of S (its qualified name).
+	Fn string `json:"fn,omitempty"`
 	Sub string `json:"sub,omitempty"`
 	// Bounds of an int or float.
 	Ge *json.Number `json:"ge,omitempty"`
@@ -42,10 +45,13 @@ type schemaField struct {
 	Required bool          `json:"req,omitempty"`
 }
 
-// schemaError is one of pydantic's errors: where, what, and the value it refused.
+// schemaError is one of pydantic's errors: where, what, and the value it refused. raise is an
+// exception a validator function raised that pydantic does not collect (not a ValueError nor an
+// AssertionError): it ends the validation, and is what the caller raises.
 type schemaError struct {
 	loc, msg string
 	val      any
+	raise    error
 }
 
 var schemaCache sync.Map // Schema text → *configSchema
@@ -77,7 +83,7 @@ func validateConfig(s *configSchema, v any) []schemaError {
 }
 
 func (s *configSchema) validate(v any, loc string, errs *[]schemaError) {
-	fail := func(msg string) { *errs = append(*errs, schemaError{loc, msg, v}) }
+	fail := func(msg string) { *errs = append(*errs, schemaError{loc: loc, msg: msg, val: v}) }
 	switch s.T {
 	case "nullable":
 		if v != nil {
@@ -124,6 +130,20 @@ func (s *configSchema) validate(v any, loc string, errs *[]schemaError) {
 		if _, ok := v.(string); !ok {
 			fail("Input should be a valid string")
 		}
+	case "before":
+		run, ok := beforeValidators[s.Fn]
+		if !ok {
+			return // a function the model does not know may take anything
+		}
+		r := run(v)
+		switch {
+		case r.raise != nil:
+			*errs = append(*errs, schemaError{loc: loc, raise: r.raise})
+		case r.valueError != "":
+			fail("Value error, " + r.valueError)
+		case !r.member:
+			s.S.validate(v, loc, errs)
+		}
 	case "literal", "enum":
 		if !s.matches(v) {
 			fail("Input should be " + orList(s.V))
@@ -161,13 +181,13 @@ func (s *configSchema) validate(v any, loc string, errs *[]schemaError) {
 			case given:
 				f.Schema.validate(val, joinLoc(loc, f.Name), errs)
 			case f.Required:
-				*errs = append(*errs, schemaError{joinLoc(loc, f.Name), "Missing required argument", m})
+				*errs = append(*errs, schemaError{loc: joinLoc(loc, f.Name), msg: "Missing required argument", val: m})
 			}
 		}
 		if s.Forbid {
 			for _, k := range sortedKeys(m) {
 				if !known[k] {
-					*errs = append(*errs, schemaError{joinLoc(loc, k), "Unexpected keyword argument", m[k]})
+					*errs = append(*errs, schemaError{loc: joinLoc(loc, k), msg: "Unexpected keyword argument", val: m[k]})
 				}
 			}
 		}
@@ -275,6 +295,18 @@ func orList(vals []any) string {
 			parts[i] = "None"
 		case bool:
 			parts[i] = map[bool]string{true: "True", false: "False"}[w]
+		case map[string]any:
+			// A tuple (flags.py _plain): Python's repr.
+			items, _ := w["tuple"].([]any)
+			strs := strings.Split(orList(items), ", ")
+			if len(items) > 1 {
+				last := strings.SplitN(strs[len(strs)-1], " or ", 2)
+				strs = append(strs[:len(strs)-1], last...)
+			}
+			parts[i] = "(" + strings.Join(strs, ", ") + ")"
+			if len(items) == 1 {
+				parts[i] = "(" + strs[0] + ",)"
+			}
 		default:
 			parts[i] = fmt.Sprint(w)
 		}
@@ -368,3 +400,60 @@ func sortedKeys(m map[string]any) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// beforeResult is what a validator function that runs before a field's type made of a value: an
+// enum member (valid as it is), a ValueError pydantic collects, or another exception, which
+// escapes; otherwise the value goes on to the field's type.
+type beforeResult struct {
+	member     bool
+	valueError string
+	raise      error
+}
+
+// beforeValidators are the validator functions of vLLM's config classes the model runs, by the
+// qualified name the catalog gives them (flags.py _compact); a field whose function is not here
+// takes any value.
+var beforeValidators = map[string]func(v any) beforeResult{
+	// vllm/config/compilation.py: a mode given as a name is the member of that name (any case);
+	// another name is a ValueError that lists them.
+	"CompilationConfig.validate_mode_before": func(v any) beforeResult {
+		name, ok := v.(string)
+		if !ok {
+			return beforeResult{}
+		}
+		if slices.Contains(compilationModes, strings.ToUpper(name)) {
+			return beforeResult{member: true}
+		}
+		return beforeResult{valueError: fmt.Sprintf("Invalid compilation mode: %s. Valid modes are: %s", name, strings.Join(compilationModes, ", "))}
+	},
+	// vllm/config/compilation.py: a cudagraph_mode given as text is CUDAGraphMode[text.upper()],
+	// whose KeyError for any other text is not a validation error.
+	"CompilationConfig.validate_cudagraph_mode_before": func(v any) beforeResult {
+		name, ok := v.(string)
+		if !ok {
+			return beforeResult{}
+		}
+		if _, ok := cudaGraphModes[strings.ToUpper(name)]; ok {
+			return beforeResult{member: true}
+		}
+		return beforeResult{raise: &PyError{Type: "KeyError", Msg: pyRepr(strings.ToUpper(name))}}
+	},
+}
+
+// compilationModes are CompilationMode's member names (vllm/config/compilation.py), in order.
+var compilationModes = []string{"NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE"}
+
+// cudaGraphMode is a CUDAGraphMode (vllm/config/compilation.py) by what matters here: whether
+// its routine (the larger of a pair) captures full graphs, and whether it needs piecewise
+// compilation.
+type cudaGraphMode struct{ full, piecewise bool }
+
+// cudaGraphModes are CUDAGraphMode's members by name; cudaGraphModeValues by the value JSON can
+// give (0, 1, 2; the pairs have no JSON form).
+var (
+	cudaGraphModes = map[string]cudaGraphMode{
+		"NONE": {}, "PIECEWISE": {piecewise: true}, "FULL": {full: true},
+		"FULL_DECODE_ONLY": {full: true}, "FULL_AND_PIECEWISE": {full: true, piecewise: true},
+	}
+	cudaGraphModeValues = []string{"NONE", "PIECEWISE", "FULL"}
+)

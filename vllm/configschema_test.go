@@ -48,6 +48,13 @@ func TestConfigFieldTypesAndBounds(t *testing.T) {
 		{`--kv-events-config '{"hwm": 1e400}'`, "1 validation error for KVEventsConfig", "hwm: Input should be a finite number"},
 		{`--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_buffer_size":"1e9","kv_port":"14000"}'`, "", ""},
 		{`--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_buffer_device":0}'`, "1 validation error for KVTransferConfig", "kv_buffer_device: Input should be a valid string [input_value=0]"},
+		// CompilationConfig's validator functions run before the enums (vllm/config/
+		// compilation.py validate_mode_before, validate_cudagraph_mode_before): names in any case;
+		// CUDAGraphMode's pairs have no JSON form, but pydantic lists them.
+		{`-cc '{"mode": "vllm_compile", "cudagraph_mode": "Full_Decode_Only"}'`, "", ""},
+		{`-cc '{"mode": true, "cudagraph_mode": 1.0}'`, "", ""},
+		{`-cc '{"mode": "3"}'`, "1 validation error for CompilationConfig", "mode: Value error, Invalid compilation mode: 3. Valid modes are: NONE, STOCK_TORCH_COMPILE, DYNAMO_TRACE_ONCE, VLLM_COMPILE [input_value='3']"},
+		{`-cc '{"mode": 4, "cudagraph_mode": [2, 0]}'`, "2 validation errors for CompilationConfig", "mode: Input should be 0, 1, 2 or 3 [input_value=4]; cudagraph_mode: Input should be 0, 1, 2, (2, 0) or (2, 1) [input_value=[2, 0]]"},
 		// Dotted keys are validated as the whole JSON they become.
 		{`--eplb-config.window_size 0`, "1 validation error for EPLBConfig", ""},
 		{`--eplb-config.window_size 5`, "", ""},
@@ -83,7 +90,7 @@ func TestConfigFieldTypesAndBounds(t *testing.T) {
 // is what keeps a regenerated catalog from reaching users broken).
 func TestCatalogSchemasDecode(t *testing.T) {
 	known := map[string]bool{"any": true, "nullable": true, "union": true, "int": true, "float": true, "bool": true,
-		"str": true, "literal": true, "enum": true, "list": true, "dict": true, "dc": true}
+		"str": true, "literal": true, "enum": true, "list": true, "dict": true, "dc": true, "before": true}
 	var walk func(opt string, s *configSchema)
 	walk = func(opt string, s *configSchema) {
 		if s == nil {
@@ -123,5 +130,22 @@ func TestCatalogSchemasDecode(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no option of the catalog carries a schema")
+	}
+}
+
+// CUDAGraphMode[text.upper()] (vllm/config/compilation.py validate_cudagraph_mode_before) raises
+// KeyError for any other text: pydantic does not collect it, so it ends the parse as the
+// exception itself, even after an error pydantic did collect.
+func TestCUDAGraphModeNameKeyError(t *testing.T) {
+	for args, want := range map[string]string{
+		`-cc.cudagraph_mode bogus`:                           "KeyError: 'BOGUS'",
+		`-cc '{"mode": "x", "cudagraph_mode": "piecewize"}'`: "KeyError: 'PIECEWIZE'",
+		`-cc.cudagraph_mode ''`:                              "KeyError: ''",
+	} {
+		_, err := ParseServe("vllm serve org/M " + args)
+		var pe *PyError
+		if !errors.As(err, &pe) || err.Error() != want {
+			t.Errorf("%s: %v, want %s", args, err, want)
+		}
 	}
 }

@@ -314,6 +314,14 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		// kernels; an external-LB rank plans its workers.
 		"-tp 2 -dp 2 --data-parallel-rank 1 --enable-fault-tolerance",
 		"-tp 2 -dp 2 --data-parallel-rank 1 --enable-fault-tolerance --all2all-backend nixl_ep",
+		// CompilationConfig's validator functions (vllm/config/compilation.py): a mode name
+		// outside CompilationMode is a ValueError pydantic collects; a cudagraph_mode text
+		// outside CUDAGraphMode a KeyError that escapes the validation; other values the enums'.
+		`-tp 2 -cc '{"mode":"bogus","cudagraph_mode":[2,0]}'`,
+		`-tp 2 -cc '{"mode":7,"cudagraph_mode":5}'`,
+		`-tp 2 -cc '{"mode":"x","cudagraph_mode":"y"}'`,
+		"-tp 2 -cc.cudagraph_mode ''",
+		`-tp 2 -cc '{"mode":"vllm_compile","cudagraph_mode":"full_decode_only"}' -cc.mode 3.0`,
 	} {
 		d := vllm.Deployment{Name: "config-texts", Profile: snapshotProfile(t), Seed: "config-texts",
 			Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},

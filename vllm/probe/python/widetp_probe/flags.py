@@ -84,20 +84,30 @@ _BOUNDS = ("ge", "gt", "le", "lt")
 
 
 def _plain(v):
-    """A literal or enum value as JSON has it, or None when JSON has no such value."""
+    """A literal or enum value as JSON has it, or None when JSON has no such value; a tuple (an
+    enum member's value no JSON value equals, which pydantic still lists) as {"tuple": [...]}."""
     if isinstance(v, (bool, int, float, str)) or v is None:
         return v
+    if isinstance(v, tuple):
+        return {"tuple": [_plain(x) for x in v]}
     raise TypeError(v)
 
 
 def _compact(cs):
     """The part of a pydantic core schema the model checks a config's JSON against (the Go
-    package vllm, configschema.go): the types and bounds of its fields, in lax mode. A validator function that
-    runs before or around a field (it may accept anything), a reference and any kind not listed
-    here are "any"; an after-validator is its inner schema (what it raises is not checked)."""
+    package vllm, configschema.go): the types and bounds of its fields, in lax mode. A validator
+    function that runs before a field is "before", with the function's name and the field's type;
+    one that runs around it (it may accept anything), a reference and any kind not listed here are
+    "any"; an after-validator is its inner schema (what it raises is not checked)."""
     t = cs.get("type")
     if t in ("default", "function-after", "definitions"):
         return _compact(cs["schema"])
+    if t == "function-before":
+        # A validator the class runs on a field's value before its type: named by its qualified
+        # name, so the model runs its own version of the ones it knows (configschema.go
+        # beforeValidators) and takes any value where it does not.
+        fn = getattr((cs.get("function") or {}).get("function"), "__qualname__", "")
+        return {"t": "before", "fn": fn, "s": _compact(cs["schema"])}
     if t == "function-wrap" and getattr((cs.get("function") or {}).get("function"), "__name__", "") == "_skip_none_validation":
         # vLLM's configs (vllm/config/compilation.py, kernel.py) skip a field's validation for
         # None and validate anything else as its type.
