@@ -28,9 +28,9 @@ type configSchema struct {
 	F      []schemaField `json:"f,omitempty"`
 	Forbid bool          `json:"forbid,omitempty"`
 	// V are a literal's or an enum's values; Sub an enum's value type (str, int, float).
-	V   []any  `json:"v,omitempty"`
+	V []any `json:"v,omitempty"`
 	// Fn names the validator function a "before" schema runs ahead of S (its qualified name).
-	Fn string `json:"fn,omitempty"`
+	Fn  string `json:"fn,omitempty"`
 	Sub string `json:"sub,omitempty"`
 	// Bounds of an int or float.
 	Ge *json.Number `json:"ge,omitempty"`
