@@ -440,6 +440,14 @@ var beforeValidators = map[string]func(v any) beforeResult{
 	},
 }
 
+// ModelsValidator reports whether the model runs its own version of a config class's validator
+// function, by the qualified name the catalog gives it (ServeOption.Schema's "before" schemas);
+// a field whose function it does not run takes any value.
+func ModelsValidator(qualname string) bool {
+	_, ok := beforeValidators[qualname]
+	return ok
+}
+
 // compilationModes are CompilationMode's member names (vllm/config/compilation.py), in order.
 var compilationModes = []string{"NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE"}
 
