@@ -127,9 +127,9 @@ func checkChoice(spec *flagSpec, repr string) error {
 // unexpected_keyword_argument), when the catalog lists the class's fields.
 // checkConfig is pydantic's validation of a config dataclass's JSON object: against the
 // catalog's schema of the class (configschema.go) when it has one, else (a class whose
-// validation a function of its own runs first) its keys alone.
+// validation a function of its own the model does not run comes first) its keys alone.
 func checkConfig(spec *flagSpec, val string, obj map[string]any) error {
-	if s := parsedSchema(spec.opt.Schema); s != nil && s.T != "any" {
+	if s := parsedSchema(spec.opt.Schema); s != nil && s.T != "any" && (s.T != "before" || ModelsValidator(s.Fn)) {
 		if errs := validateConfig(s, obj); len(errs) > 0 {
 			for _, e := range errs {
 				if e.raise != nil {
