@@ -267,9 +267,9 @@ func TestLaunchPaths(t *testing.T) {
 			also:   crashedWith("h/0/api-server-0", "Please specify kv_role when kv_connector is set"),
 		},
 		{
-			name: "with --disable-hybrid-kv-cache-manager the child without kv_role fails every worker at connector init instead", moe: false, profile: "main",
-			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py _get_connector_classes_and_configs (KVTransferConfig per child); vllm/config/kv_transfer.py",
-			nodes:  []Node{node("h", `vllm serve org/M --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector"}]}}'`)},
+			name: "with --disable-hybrid-kv-cache-manager and no CUDA graphs the child without kv_role fails every worker at connector init instead", moe: false, profile: "main",
+			source: "vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py _get_connector_classes_and_configs (KVTransferConfig per child); vllm/config/kv_transfer.py; vllm/config/vllm.py (--enforce-eager: no CUDA graph check)",
+			nodes:  []Node{node("h", `vllm serve org/M --enforce-eager --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector"}]}}'`)},
 			kinds:  []report.Kind{report.ProcessCrashed},
 			also:   crashedWith("h/0/engine-core-0/worker-0", "Please specify kv_role when kv_connector is set"),
 		},

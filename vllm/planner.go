@@ -86,11 +86,15 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 		return nil, fmt.Errorf("--distributed-executor-backend external_launcher runs under torchrun: %w", errNotSimulated)
 	}
 	// VllmConfig.__post_init__ decides the connector every process of the command runs (a
-	// --kv-offloading-size one included) and what the front end raises resolving it.
-	kv, err := kvOffloadingConnector(args, envMap)
+	// --kv-offloading-size one included) and what the front end raises resolving it: its CUDA
+	// graph check first, on the config as given.
+	err = cudaGraphConnectorCheck(args, envMap)
 	if err == nil {
-		args.KVTransfer = kv
-		err = postInitConnector(args, kv, envMap)
+		var kv *KVTransferConfig
+		if kv, err = kvOffloadingConnector(args, envMap); err == nil {
+			args.KVTransfer = kv
+			err = postInitConnector(args, kv, envMap)
+		}
 	}
 	cp.postInitErr = err
 	cp.buildErr = connectorBuildError(args)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 )
 
@@ -294,4 +295,142 @@ func connectorBuildError(a *ServeArgs) error {
 // handshakes.
 func isNIXL(name string) bool {
 	return name == nixlConnectorName || name == "NixlPullConnector" || name == "NixlPushConnector"
+}
+
+// cudaGraphConnectorCheck is VllmConfig.__post_init__'s check of the KV connector for CUDA graphs
+// (vllm/config/vllm.py), which runs before _post_init_kv_transfer_config, on the config as given:
+// when the front end would capture full CUDA graphs (fullCUDAGraphs) and the config is a transfer
+// instance, it resolves the connector's class (KVConnectorFactory.get_connector_class) and asks
+// it whether it needs piecewise graphs; a MultiConnector asks its children
+// (requiresPiecewiseForCUDAGraph). What resolving raises fails the front end there, before the
+// HMA block, and with the HMA preference given too.
+func cudaGraphConnectorCheck(a *ServeArgs, env map[string]string) error {
+	kv := a.KVTransfer
+	if !kv.buildsConnector() || !fullCUDAGraphs(a, env) {
+		return nil
+	}
+	_, err := requiresPiecewiseForCUDAGraph(kv, kv.ExtraConfig)
+	return err
+}
+
+// requiresPiecewiseForCUDAGraph is connector_cls.requires_piecewise_for_cudagraph(extra) after
+// get_connector_class(k): LMCacheConnectorV1 answers extra's use_layerwise
+// (vllm/distributed/kv_transfer/kv_connector/v1/lmcache_connector.py); MultiConnector
+// (multi_connector.py) builds each child of extra's "connectors" as KVTransferConfig(**child) —
+// without the parent's engine_id, unlike its constructor and the HMA walk — resolves its class
+// and asks it with the child's own kv_connector_extra_config, stopping at the first that says
+// yes; every other class, a kv_connector_module_path one included (taken to be written before
+// the question), says no (KVConnectorBase_V1).
+func requiresPiecewiseForCUDAGraph(k *KVTransferConfig, extra map[string]any) (bool, error) {
+	if _, err := connectorClass(k); err != nil {
+		return false, err
+	}
+	if k.connectorModulePath() != nil {
+		return false, nil
+	}
+	switch k.Connector {
+	case "LMCacheConnectorV1":
+		return pyTruthy(extra["use_layerwise"]), nil
+	case multiConnectorName:
+	default:
+		return false, nil
+	}
+	raw, ok := extra["connectors"]
+	if !ok {
+		return false, nil
+	}
+	children, err := pyIter(raw)
+	if err != nil {
+		return false, err
+	}
+	for _, c := range children {
+		m, ok := c.(map[string]any)
+		if !ok {
+			return false, &PyError{Type: "TypeError", Msg: fmt.Sprintf("vllm.config.kv_transfer.KVTransferConfig() argument after ** must be a mapping, not %s", pyTypeName(c))}
+		}
+		child, err := newKVTransferConfig(m)
+		if err != nil {
+			return false, err
+		}
+		childExtra, _ := m["kv_connector_extra_config"].(map[string]any) // validated as a dict
+		yes, err := requiresPiecewiseForCUDAGraph(child, childExtra)
+		if err != nil || yes {
+			return yes, err
+		}
+	}
+	return false, nil
+}
+
+// fullCUDAGraphs is whether the front end's CUDA graph mode captures full graphs when
+// VllmConfig.__post_init__ (vllm/config/vllm.py) reaches its KV connector check, on a CUDA
+// platform (support_static_graph_mode): --enforce-eager turns compilation and graphs off;
+// TORCH_COMPILE_DISABLE=1 and VLLM_USE_BREAKABLE_CUDAGRAPH=1 turn compilation off; an unset
+// compilation mode is VLLM_COMPILE above -O0; an unset graph mode is the optimization level's
+// (OPTIMIZATION_LEVEL_TO_CONFIG: none at -O0, piecewise at -O1, full and piecewise at -O2 and
+// -O3, -O2 by default); a mode that needs piecewise compilation without VLLM_COMPILE (and
+// without breakable graphs) is none. Not modelled, as the model knows no architecture: the
+// pooling and encoder-decoder overrides, the architectures that turn breakable graphs on, and
+// dynamic speculative decoding's override.
+func fullCUDAGraphs(a *ServeArgs, env map[string]string) bool {
+	const vllmCompile = 3
+	cc := a.jsonConfig("--compilation-config")
+	mode, modeSet := compilationModeOf(cc["mode"])
+	graphs, graphsSet := cudaGraphModeOf(cc["cudagraph_mode"])
+	if a.boolFlag("--enforce-eager") {
+		mode, modeSet, graphs, graphsSet = 0, true, cudaGraphMode{}, true
+	}
+	breakable := env["VLLM_USE_BREAKABLE_CUDAGRAPH"] == "1"
+	if env["TORCH_COMPILE_DISABLE"] == "1" || breakable {
+		mode, modeSet = 0, true
+	}
+	level := 2
+	if s := a.lastOther("--optimization-level"); s != "" {
+		if n, msg := laxInt(s); msg == "" && n.IsInt64() && n.Int64() >= 0 && n.Int64() <= 3 {
+			level = int(n.Int64())
+		}
+	}
+	if !modeSet {
+		mode = 0
+		if level > 0 {
+			mode = vllmCompile
+		}
+	}
+	if !graphsSet {
+		graphs = [...]cudaGraphMode{{}, {piecewise: true}, {full: true, piecewise: true}, {full: true, piecewise: true}}[level]
+	}
+	if graphs.piecewise && mode != vllmCompile && !breakable {
+		return false
+	}
+	return graphs.full
+}
+
+// compilationModeOf is a validated CompilationConfig.mode: its value, and whether it was given.
+func compilationModeOf(v any) (int, bool) {
+	switch x := v.(type) {
+	case string:
+		return slices.Index(compilationModes, strings.ToUpper(x)), true
+	case nil:
+		return 0, false
+	}
+	n, _ := laxInt(v)
+	if n == nil {
+		return 0, false
+	}
+	return int(n.Int64()), true
+}
+
+// cudaGraphModeOf is a validated CompilationConfig.cudagraph_mode: the member, and whether it was
+// given.
+func cudaGraphModeOf(v any) (cudaGraphMode, bool) {
+	switch x := v.(type) {
+	case string:
+		return cudaGraphModes[strings.ToUpper(x)], true
+	case nil:
+		return cudaGraphMode{}, false
+	}
+	n, _ := laxInt(v)
+	if n == nil || !n.IsInt64() || n.Int64() < 0 || n.Int64() >= int64(len(cudaGraphModeValues)) {
+		return cudaGraphMode{}, false
+	}
+	return cudaGraphModes[cudaGraphModeValues[n.Int64()]], true
 }

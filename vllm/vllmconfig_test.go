@@ -57,11 +57,16 @@ func TestAConnectorClassIsResolvedByTheFrontEnd(t *testing.T) {
 		crashedWith("h0/0/api-server-0", "ValueError: Unsupported connector type: "+name)(t, procs)
 		crashedWith("h1/0/headless-0", "ValueError: Unsupported connector type: "+name)(t, procs)
 	}
-	// Given the preference either way, the class is first loaded where the connector is built:
-	// every worker (ensure_kv_transfer_initialized), before its engine's scheduler.
-	procs := predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"FooConnector","kv_role":"kv_both"}'`))
+	// Given the preference either way, the CUDA graph check still loads the class in the front
+	// end when it captures full graphs (the default); without graphs (--enforce-eager), the class
+	// is first loaded where the connector is built: every worker
+	// (ensure_kv_transfer_initialized), before its engine's scheduler.
+	const foo = `--disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"FooConnector","kv_role":"kv_both"}'`
+	crashedWith("h/0/api-server-0", "ValueError: Unsupported connector type: FooConnector")(t,
+		predict(t, false, "main", node("h", "vllm serve org/M -tp 2 "+foo)))
+	procs := predict(t, false, "main", node("h", "vllm serve org/M -tp 2 --enforce-eager "+foo))
 	if a := get(t, procs, "h/0/api-server-0"); a.Exit != nil && strings.Contains(a.Exit.Error, "Unsupported connector") {
-		t.Errorf("the front end resolved the class although the preference was given: %s", exitText(a))
+		t.Errorf("the front end resolved the class although the preference was given and no graphs are captured: %s", exitText(a))
 	}
 	crashedWith("h/0/engine-core-0/worker-1", "ValueError: Unsupported connector type: FooConnector")(t, procs)
 	// A class from kv_connector_module_path is the user's: it imports; an empty path does not.
@@ -72,7 +77,7 @@ func TestAConnectorClassIsResolvedByTheFrontEnd(t *testing.T) {
 	crashedWith("h/0/api-server-0", "ValueError: Unsupported connector type: ")(t,
 		predict(t, false, "main", node("h", `vllm serve org/M --kv-transfer-config '{"kv_connector":"","kv_role":"kv_both"}'`)))
 	crashedWith("h/0/engine-core-0/worker-0", "ValueError: Unsupported connector type: ")(t,
-		predict(t, false, "main", node("h", `vllm serve org/M --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"","kv_role":"kv_both"}'`)))
+		predict(t, false, "main", node("h", `vllm serve org/M -O0 --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"","kv_role":"kv_both"}'`)))
 }
 
 func TestMultiConnectorChildrenAreAskedUntilOneLacksHMA(t *testing.T) {
@@ -83,7 +88,8 @@ func TestMultiConnectorChildrenAreAskedUntilOneLacksHMA(t *testing.T) {
 	multi := func(children string) string {
 		return `vllm serve org/M --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[` + children + `]}}'`
 	}
-	procs := predict(t, false, "main", node("h", multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`)))
+	// The HMA walk alone: no CUDA graphs (-cc.cudagraph_mode none).
+	procs := predict(t, false, "main", node("h", multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`)+" -cc.cudagraph_mode none"))
 	if a := get(t, procs, "h/0/api-server-0"); a.Exit != nil && strings.Contains(a.Exit.Error, "Bar") {
 		t.Errorf("the front end met the child after one without HMA: %s", exitText(a))
 	}
@@ -91,18 +97,19 @@ func TestMultiConnectorChildrenAreAskedUntilOneLacksHMA(t *testing.T) {
 	crashedWith("h/0/api-server-0", "ValueError: Unsupported connector type: Bar")(t,
 		predict(t, false, "main", node("h", multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"Bar","kv_role":"kv_both"}`))))
 	crashedWith("h/0/api-server-0", "TypeError: 'str' object is not a mapping")(t,
-		predict(t, false, "main", node("h", multi(`"NixlConnector"`))))
+		predict(t, false, "main", node("h", multi(`"NixlConnector"`)+" --enforce-eager")))
 	crashedWith("h/0/api-server-0", "pydantic_core.ValidationError: 1 validation error for KVTransferConfig: foo: Unexpected keyword argument [input_value=1]")(t,
 		predict(t, false, "main", node("h", multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`))))
 }
 
 func TestMultiConnectorBuildsEveryChild(t *testing.T) {
 	// vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py: with the hybrid KV cache
-	// manager's preference given, the front end does not look at the children; each worker's
+	// manager's preference given and no CUDA graphs, the front end does not look at the
+	// children; each worker's
 	// MultiConnector reads them all (_get_connector_classes_and_configs), then builds them, a
 	// nested MultiConnector reading its own.
 	multi := func(connectors string) string {
-		return `vllm serve org/M -tp 2 --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":` + connectors + `}}'`
+		return `vllm serve org/M -tp 2 --enforce-eager --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":` + connectors + `}}'`
 	}
 	const nixl, store = `{"kv_connector":"NixlConnector","kv_role":"kv_both"}`, `{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}`
 	healthy(t, predict(t, false, "main", node("h", multi(`[`+nixl+`,`+store+`]`))))
@@ -182,4 +189,66 @@ func hasAddress(p report.Process, channel string) bool {
 		}
 	}
 	return false
+}
+
+// TestCUDAGraphCheckResolvesTheConnector: VllmConfig.__post_init__ (vllm/config/vllm.py) asks the
+// KV connector's class whether it needs piecewise CUDA graphs when the front end would capture
+// full ones, before the HMA block and whatever the HMA preference: resolving the class there
+// fails the front end. The graph mode is the one __post_init__ holds at that point:
+// OPTIMIZATION_LEVEL_TO_CONFIG's default for the level (full and piecewise from -O2, the
+// default), --enforce-eager's none, none for a piecewise mode without VLLM_COMPILE
+// (TORCH_COMPILE_DISABLE=1, -cc.mode none; VLLM_USE_BREAKABLE_CUDAGRAPH=1 keeps it).
+// MultiConnector asks each child (vllm/distributed/kv_transfer/kv_connector/v1/
+// multi_connector.py), and LMCacheConnectorV1 says yes with use_layerwise
+// (lmcache_connector.py), which ends the walk.
+func TestCUDAGraphCheckResolvesTheConnector(t *testing.T) {
+	const foo = ` --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"FooConnector","kv_role":"kv_both"}'`
+	multi := func(children string) string {
+		return ` --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":` + children + `}}'`
+	}
+	const lmcache, bar = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`, `{"kv_connector":"Bar","kv_role":"kv_both"}`
+	const layerwise = `{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both","kv_connector_extra_config":{"use_layerwise":true}}`
+	for _, tt := range []struct {
+		name, line string
+		frontEnd   string // what the front end raises; "" when the workers meet the class first
+		workers    string
+	}{
+		{"the default level captures full graphs", "vllm serve org/M -tp 2" + foo, "ValueError: Unsupported connector type: FooConnector", ""},
+		{"-O3 too", "vllm serve org/M -tp 2 -O3" + foo, "ValueError: Unsupported connector type: FooConnector", ""},
+		{"-O1 captures piecewise graphs only", "vllm serve org/M -tp 2 -O1" + foo, "", "ValueError: Unsupported connector type: FooConnector"},
+		{"-O0 none", "vllm serve org/M -tp 2 -O 0" + foo, "", "ValueError: Unsupported connector type: FooConnector"},
+		{"--enforce-eager overrides a full mode given", "vllm serve org/M -tp 2 --enforce-eager -cc.cudagraph_mode full" + foo, "", "ValueError: Unsupported connector type: FooConnector"},
+		{"a full mode given at -O0", "vllm serve org/M -tp 2 -O0 -cc.cudagraph_mode FULL_DECODE_ONLY" + foo, "ValueError: Unsupported connector type: FooConnector", ""},
+		{"no compilation: the piecewise default is dropped", "vllm serve org/M -tp 2 -cc.mode none" + foo, "", "ValueError: Unsupported connector type: FooConnector"},
+		{"no compilation keeps a full-only mode", "vllm serve org/M -tp 2 -cc '{\"mode\":0,\"cudagraph_mode\":2}'" + foo, "ValueError: Unsupported connector type: FooConnector", ""},
+		{"TORCH_COMPILE_DISABLE=1", "TORCH_COMPILE_DISABLE=1 vllm serve org/M -tp 2" + foo, "", "ValueError: Unsupported connector type: FooConnector"},
+		{"breakable graphs keep the piecewise mode", "VLLM_USE_BREAKABLE_CUDAGRAPH=1 vllm serve org/M -tp 2" + foo, "ValueError: Unsupported connector type: FooConnector", ""},
+		{"a child after LMCache without HMA is still asked", "vllm serve org/M -tp 2" + multi(`[`+lmcache+`,`+bar+`]`), "ValueError: Unsupported connector type: Bar", ""},
+		{"a layerwise LMCache child ends the walk", "vllm serve org/M -tp 2" + multi(`[`+layerwise+`,`+bar+`]`), "", "ValueError: Unsupported connector type: Bar"},
+		{"a child is KVTransferConfig(**child): a string is no mapping", "vllm serve org/M -tp 2" + multi(`["NixlConnector"]`),
+			"TypeError: vllm.config.kv_transfer.KVTransferConfig() argument after ** must be a mapping, not str", ""},
+		{"a dict of children is walked by its keys", "vllm serve org/M -tp 2" + multi(`{"a":`+lmcache+`}`),
+			"TypeError: vllm.config.kv_transfer.KVTransferConfig() argument after ** must be a mapping, not str", ""},
+		{"null children are not iterable", "vllm serve org/M -tp 2" + multi(`null`), "TypeError: 'NoneType' object is not iterable", ""},
+		{"each child is validated, without the parent's engine_id", "vllm serve org/M -tp 2 --disable-hybrid-kv-cache-manager" + multi(`[{"kv_connector":"NixlConnector"}]`),
+			"Please specify kv_role when kv_connector is set", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			procs := predict(t, false, "main", node("h", tt.line))
+			if tt.frontEnd != "" {
+				crashedWith("h/0/api-server-0", tt.frontEnd)(t, procs)
+				return
+			}
+			if a := get(t, procs, "h/0/api-server-0"); a.Exit != nil && !strings.HasPrefix(a.Exit.Error, "RuntimeError: Engine core initialization failed") {
+				t.Errorf("the front end raised %s; want the workers to meet the class", exitText(a))
+			}
+			crashedWith("h/0/engine-core-0/worker-0", tt.workers)(t, procs)
+		})
+	}
+	// A config that is no transfer instance (no connector) is not asked; a MultiConnector
+	// without children answers no, as its constructor then fails in the workers.
+	crashedWith("h/0/engine-core-0", "ValueError: Connector name is not set in KVTransferConfig")(t,
+		predict(t, false, "main", node("h", "vllm serve org/M -tp 2 --kv-transfer-config.kv_role kv_both --disable-hybrid-kv-cache-manager")))
+	crashedWith("h/0/engine-core-0/worker-0", "AssertionError")(t,
+		predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both"}'`)))
 }

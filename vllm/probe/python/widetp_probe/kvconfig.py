@@ -3,7 +3,9 @@ would otherwise skip (vllm/config/vllm.py): vLLM's own ``_post_init_kv_transfer_
 (--kv-offloading-size makes a connector), the hybrid KV cache manager block's
 ``KVConnectorFactory.supports_hma_config`` (it loads the connector's class: an unknown name, an
 empty module path or a MultiConnector child that does not validate fails the front end), and
-``_verify_kv_transfer_compat``. Only the connector classes are stood in: each registered class is
+``_verify_kv_transfer_compat``, and before them the CUDA graph check (with full graphs, the
+connector's class is resolved and asked whether it needs piecewise graphs). Only the connector
+classes are stood in: each registered class is
 read from its module's source instead of imported (those modules import the connector's own
 packages), as a class that subclasses SupportsHMA exactly when the real one does; a class from
 kv_connector_module_path is taken to import and to lack SupportsHMA (the model's assumption).
@@ -12,6 +14,7 @@ MultiConnector is the real class: building it validates its children.
 
 import ast
 import importlib
+import inspect
 import os
 import types
 
@@ -107,28 +110,134 @@ def _stand_in_registry():
             registry[name] = lambda m=module_path, c=class_name: getattr(importlib.import_module(m), c)
             continue
         # Read when asked for, as the real loader imports when asked for.
-        registry[name] = lambda m=module_path, c=class_name: _connector_class(*reversed(_supports_hma(vllm_root, m, c)), SupportsHMA)
+        registry[name] = lambda m=module_path, c=class_name: _connector_class(
+            *reversed(_supports_hma(vllm_root, m, c)), SupportsHMA, _piecewise_method(vllm_root, m, c))
 
     def import_module(path):
-        # A connector of kv_connector_module_path: importable, its class without SupportsHMA.
+        # A connector of kv_connector_module_path: importable, its class without SupportsHMA,
+        # and without an answer of its own about CUDA graphs (the base class's).
         mod = types.ModuleType(path)
-        mod.__getattr__ = lambda attr: _connector_class(attr, False, SupportsHMA)
+        mod.__getattr__ = lambda attr: _connector_class(attr, False, SupportsHMA, _piecewise_method(vllm_root, _BASE_MODULE, _BASE_CLASS))
         return mod
 
     factory.importlib = types.SimpleNamespace(import_module=import_module)
     factory.KVConnectorFactory._widetp_stood_in = True
 
 
-def _connector_class(name, hma, supports_hma):
+def _connector_class(name, hma, supports_hma, piecewise=None):
     def __init__(self, vllm_config, role, kv_cache_config):
         pass
 
     ns = {"__init__": __init__}
+    if piecewise is not None:
+        ns["requires_piecewise_for_cudagraph"] = piecewise
     if hma:
         # SupportsHMA is an ABC: the stand-in implements its abstract methods as no-ops.
         for m in getattr(supports_hma, "__abstractmethods__", ()):
             ns[m] = lambda self, *a, **k: None
     return type(name, (supports_hma,) if hma else (object,), ns)
+
+
+_BASE_MODULE = "vllm.distributed.kv_transfer.kv_connector.v1.base"
+_BASE_CLASS = "KVConnectorBase_V1"
+_PIECEWISE = "requires_piecewise_for_cudagraph"
+
+
+def _piecewise_method(vllm_root, module, name, depth=0):
+    """The class's own requires_piecewise_for_cudagraph, compiled from its source (the class
+    statement's method, or the first base class's that has one, as _supports_hma follows them),
+    run as vLLM's classmethod; None when the chain has none."""
+    path = _module_file(vllm_root, module)
+    if path is None or depth > 8:
+        return None
+    with open(path, encoding="utf-8") as f:
+        src = f.read()
+    tree = ast.parse(src, path)
+    is_package = path.endswith("__init__.py")
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == _PIECEWISE:
+                    # The method as written, without its decorator and annotations (names of
+                    # the module the stand-in does not import).
+                    for a in item.args.posonlyargs + item.args.args + item.args.kwonlyargs:
+                        a.annotation = None
+                    fn = ast.FunctionDef(name=item.name, args=item.args, body=item.body, decorator_list=[],
+                                         returns=None, type_comment=None)
+                    code = ast.Module(body=[ast.fix_missing_locations(ast.copy_location(fn, item))], type_ignores=[])
+                    ns = {}
+                    exec(compile(code, path, "exec"), {}, ns)
+                    return classmethod(ns[_PIECEWISE])
+            for b in node.bases:
+                if isinstance(b, ast.Name):
+                    found = _piecewise_method(vllm_root, module, b.id, depth + 1)
+                    if found is not None:
+                        return found
+            return None
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if isinstance(node.value, ast.Name):
+                return _piecewise_method(vllm_root, module, node.value.id, depth + 1)
+            return None
+        if isinstance(node, ast.ImportFrom):
+            hit = [a for a in node.names if (a.asname or a.name) == name]
+            if hit:
+                src_mod = _resolve_relative(module, node.level, node.module, is_package)
+                return _piecewise_method(vllm_root, src_mod, hit[0].name, depth + 1)
+    return None
+
+
+def _full_cudagraphs(engine_args):
+    """Whether VllmConfig.__post_init__ reaches its KV connector check with a CUDA graph mode that
+    captures full graphs, on CUDA (vllm/config/vllm.py, in its order): --enforce-eager sets the
+    compilation mode and the graph mode to NONE, TORCH_COMPILE_DISABLE=1 and breakable graphs the
+    compilation mode; an unset compilation mode is VLLM_COMPILE above O0; an unset graph mode is
+    the optimization level's default (OPTIMIZATION_LEVEL_TO_CONFIG); a graph mode that needs
+    piecewise compilation without VLLM_COMPILE (nor breakable graphs) is NONE. vLLM's own enums,
+    defaults and environment readers; the order is the stand-in's, as for the HMA block (the model
+    follows the same, vllm/vllmconfig.go fullCUDAGraphs). The pooling, encoder-decoder,
+    per-architecture and dynamic speculative decoding overrides need a real model config."""
+    from pydantic import TypeAdapter
+
+    from vllm import envs
+    from vllm.config.compilation import CompilationMode, CUDAGraphMode
+
+    try:
+        from vllm.config.vllm import OPTIMIZATION_LEVEL_TO_CONFIG, OptimizationLevel
+    except ImportError:
+        return False  # a vLLM before optimization levels: not this check's
+    cc = engine_args.compilation_config
+    mode, graphs = cc.mode, cc.cudagraph_mode
+    if engine_args.enforce_eager:
+        mode, graphs = CompilationMode.NONE, CUDAGraphMode.NONE
+    breakable = bool(getattr(envs, "VLLM_USE_BREAKABLE_CUDAGRAPH", False))
+    if os.environ.get("TORCH_COMPILE_DISABLE") == "1" or breakable:
+        mode = CompilationMode.NONE
+    try:
+        level = TypeAdapter(OptimizationLevel).validate_python(engine_args.optimization_level)
+    except Exception:  # noqa: BLE001 (VllmConfig refuses it: not modelled)
+        level = OptimizationLevel.O2
+    if mode is None:
+        mode = CompilationMode.VLLM_COMPILE if level > OptimizationLevel.O0 else CompilationMode.NONE
+    if graphs is None:
+        graphs = OPTIMIZATION_LEVEL_TO_CONFIG[level]["compilation_config"]["cudagraph_mode"]
+    if graphs.requires_piecewise_compilation() and mode != CompilationMode.VLLM_COMPILE and not breakable:
+        graphs = CUDAGraphMode.NONE
+    return graphs.has_full_cudagraphs()
+
+
+def _cudagraph_block(cfg, engine_args):
+    """VllmConfig.__post_init__'s KV connector check for full CUDA graphs: vLLM's own
+    get_connector_class and the class's requires_piecewise_for_cudagraph (MultiConnector's real
+    one, which builds and resolves its children; the others' compiled from their source)."""
+    from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
+
+    kv = cfg.kv_transfer_config
+    if kv is None or not kv.is_kv_transfer_instance or not _full_cudagraphs(engine_args):
+        return
+    cls = KVConnectorFactory.get_connector_class(kv)
+    ask = getattr(cls, _PIECEWISE, None)
+    if ask is not None:
+        ask(kv.kv_connector_extra_config)
 
 
 def post_init(cfg, engine_args):
@@ -141,6 +250,8 @@ def post_init(cfg, engine_args):
     cfg.cache_config = StandIn()
     cfg.cache_config.kv_offloading_size = getattr(engine_args, "kv_offloading_size", None)
     cfg.cache_config.kv_offloading_backend = getattr(engine_args, "kv_offloading_backend", "native")
+    if _PIECEWISE in inspect.getsource(VllmConfig.__post_init__):
+        _cudagraph_block(cfg, engine_args)  # a vLLM whose __post_init__ has the check
     step = getattr(VllmConfig, "_post_init_kv_transfer_config", None)
     if step is not None:
         step(cfg)
