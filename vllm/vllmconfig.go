@@ -103,16 +103,9 @@ func supportsHMAConfig(k *KVTransferConfig) (bool, error) {
 	if !pyTruthy(raw) {
 		return false, nil
 	}
-	children, err := pyIter(raw)
-	if err != nil {
-		return false, err
-	}
-	for _, c := range children {
-		m, ok := c.(map[string]any)
-		if !ok {
-			// {"engine_id": ..., **conn_config}: a dict display unpacks only a mapping.
-			return false, &PyError{Type: "TypeError", Msg: fmt.Sprintf("'%s' object is not a mapping", pyTypeName(c))}
-		}
+	all := true
+	// {"engine_id": ..., **conn_config}: a dict display unpacks only a mapping.
+	err = eachChildMapping(raw, "'%s' object is not a mapping", func(m map[string]any) (bool, error) {
 		merged := map[string]any{"engine_id": nil}
 		if k.EngineID != nil {
 			merged["engine_id"] = *k.EngineID
@@ -120,14 +113,33 @@ func supportsHMAConfig(k *KVTransferConfig) (bool, error) {
 		maps.Copy(merged, m)
 		child, err := newKVTransferConfig(merged)
 		if err != nil {
-			return false, err
+			return true, err
 		}
-		ok, err = supportsHMAConfig(child)
-		if err != nil || !ok {
-			return false, err
+		ok, err := supportsHMAConfig(child)
+		all = ok
+		return !ok, err
+	})
+	return all && err == nil, err
+}
+
+// eachChildMapping runs a MultiConnector's loop over its children (pyIter of raw): fn on each
+// child in turn until it says stop or fails; a child that is not a dict raises, where the loop
+// meets it, the TypeError notMapping words (with the child's type name).
+func eachChildMapping(raw any, notMapping string, fn func(m map[string]any) (stop bool, err error)) error {
+	children, err := pyIter(raw)
+	if err != nil {
+		return err
+	}
+	for _, c := range children {
+		m, ok := c.(map[string]any)
+		if !ok {
+			return &PyError{Type: "TypeError", Msg: fmt.Sprintf(notMapping, pyTypeName(c))}
+		}
+		if stop, err := fn(m); stop || err != nil {
+			return err
 		}
 	}
-	return true, nil
+	return nil
 }
 
 // pydanticError is a KVTransferConfig validation failure raised outside argparse: the
@@ -339,26 +351,17 @@ func requiresPiecewiseForCUDAGraph(k *KVTransferConfig, extra map[string]any) (b
 	if !ok {
 		return false, nil
 	}
-	children, err := pyIter(raw)
-	if err != nil {
-		return false, err
-	}
-	for _, c := range children {
-		m, ok := c.(map[string]any)
-		if !ok {
-			return false, &PyError{Type: "TypeError", Msg: fmt.Sprintf("vllm.config.kv_transfer.KVTransferConfig() argument after ** must be a mapping, not %s", pyTypeName(c))}
-		}
+	yes := false
+	err := eachChildMapping(raw, "vllm.config.kv_transfer.KVTransferConfig() argument after ** must be a mapping, not %s", func(m map[string]any) (bool, error) {
 		child, err := newKVTransferConfig(m)
 		if err != nil {
-			return false, err
+			return true, err
 		}
 		childExtra, _ := m["kv_connector_extra_config"].(map[string]any) // validated as a dict
-		yes, err := requiresPiecewiseForCUDAGraph(child, childExtra)
-		if err != nil || yes {
-			return yes, err
-		}
-	}
-	return false, nil
+		yes, err = requiresPiecewiseForCUDAGraph(child, childExtra)
+		return yes, err
+	})
+	return yes && err == nil, err
 }
 
 // fullCUDAGraphs is whether the front end's CUDA graph mode captures full graphs when
