@@ -107,6 +107,7 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 		g.defaultRPCPort = g.r.IntN(4) == 0
 		path.gen(g)
 		g.maybeRustFrontend()
+		g.maybeGraphMode()
 		out = append(out, g.d)
 	}
 	return out
@@ -285,8 +286,9 @@ var kvEventsConfigs = []string{
 
 // kvConfigs are the connector configurations a deployment may use: the Mooncake store connector
 // alone, with a lookup port, with lookups off, inside a MultiConnector (after a child without HMA
-// support, where VllmConfig.__post_init__ stops asking; in a MultiConnector nested in another),
-// and two without Mooncake.
+// support, where VllmConfig.__post_init__'s HMA block stops asking; in a MultiConnector nested in
+// another; after a layerwise LMCache child, where its CUDA graph check stops asking), and two
+// without Mooncake.
 var kvConfigs = []string{
 	mooncakeKV,
 	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7788}}'`,
@@ -296,6 +298,7 @@ var kvConfigs = []string{
 	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}]}}'`,
 	`'{"kv_connector":"NixlPushConnector","kv_role":"kv_producer"}'`,
 	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7789}}]}}]}}'`,
+	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both","kv_connector_extra_config":{"use_layerwise":true}},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}]}}'`,
 }
 
 // nodeEnvs are node environments that change what identity reads: the ipc base path, the host
@@ -411,6 +414,25 @@ func (g *gen) maybeRustFrontend() {
 		g.d.Nodes[i].Env["VLLM_USE_RUST_FRONTEND"] = "1"
 		if named {
 			g.d.Nodes[i].Env["VLLM_RUST_FRONTEND_PATH"] = "/opt/vllm-rs/bin/vllm-rs"
+		}
+	}
+}
+
+// graphModes are flags that change the CUDA graph mode VllmConfig.__post_init__ holds at its KV
+// connector check (vllm/config/vllm.py): none, piecewise only, full only without compilation, and
+// a full mode --enforce-eager overrides.
+var graphModes = []string{"--enforce-eager", "-O1", "-O0", "-cc.mode none", `-cc '{"mode":0,"cudagraph_mode":"full_decode_only"}'`, "--enforce-eager -cc.cudagraph_mode full"}
+
+// maybeGraphMode gives one deployment in five a CUDA graph mode other than the default (full and
+// piecewise) on every line; drawn last, so the rest of the deployment is what the seed gave it.
+func (g *gen) maybeGraphMode() {
+	if g.r.IntN(5) != 0 {
+		return
+	}
+	mode := graphModes[g.r.IntN(len(graphModes))]
+	for i := range g.d.Nodes {
+		for j, c := range g.d.Nodes[i].Commands {
+			g.d.Nodes[i].Commands[j] = c + " " + mode
 		}
 	}
 }
