@@ -55,6 +55,10 @@ func TestConfigFieldTypesAndBounds(t *testing.T) {
 		{`-cc '{"mode": true, "cudagraph_mode": 1.0}'`, "", ""},
 		{`-cc '{"mode": "3"}'`, "1 validation error for CompilationConfig", "mode: Value error, Invalid compilation mode: 3. Valid modes are: NONE, STOCK_TORCH_COMPILE, DYNAMO_TRACE_ONCE, VLLM_COMPILE [input_value='3']"},
 		{`-cc '{"mode": 4, "cudagraph_mode": [2, 0]}'`, "2 validation errors for CompilationConfig", "mode: Input should be 0, 1, 2 or 3 [input_value=4]; cudagraph_mode: Input should be 0, 1, 2, (2, 0) or (2, 1) [input_value=[2, 0]]"},
+		// ECTransferConfig.__post_init__ (vllm/config/ec_transfer.py): a connector needs a role.
+		{`--ec-transfer-config '{"ec_connector": "ECExampleConnector", "ec_role": "ec_consumer"}'`, "", ""},
+		{`--ec-transfer-config '{"ec_connector": "ECExampleConnector"}'`, "1 validation error for ECTransferConfig", "Value error, Please specify ec_role when ec_connector is set, supported roles are ('ec_producer', 'ec_both', 'ec_consumer')"},
+		{`--ec-transfer-config '{"ec_role": "ec_both"}'`, "", ""},
 		// Dotted keys are validated as the whole JSON they become.
 		{`--eplb-config.window_size 0`, "1 validation error for EPLBConfig", ""},
 		{`--eplb-config.window_size 5`, "", ""},

@@ -397,6 +397,11 @@ func (p *argParser) run() error {
 			if err := checkConfig(ref.spec, pyJSONDumps(obj), obj); err != nil {
 				return err
 			}
+			if validate, ok := validatedConfigs[flag]; ok {
+				if err := validate(obj); err != nil {
+					return err
+				}
+			}
 		}
 		p.args.setJSONConfig(flag, obj)
 	}
@@ -424,6 +429,14 @@ var validatedConfigs = map[string]func(map[string]any) error{
 	"--kv-transfer-config": func(m map[string]any) error { _, err := kvTransferFromMap(m); return err },
 	// KVEventsConfig's __post_init__ only fills in the publisher: its schema is all its checks.
 	"--kv-events-config": func(map[string]any) error { return nil },
+	// ECTransferConfig.__post_init__ (vllm/config/ec_transfer.py): a connector needs a role (a
+	// role outside ECRole is the schema's Literal error first).
+	"--ec-transfer-config": func(m map[string]any) error {
+		if m["ec_connector"] != nil && m["ec_role"] == nil {
+			return validationArgError("--ec-transfer-config", "ec_role", "ECTransferConfig", []string{"Value error, Please specify ec_role when ec_connector is set, supported roles are ('ec_producer', 'ec_both', 'ec_consumer')"})
+		}
+		return nil
+	},
 }
 
 // expandHumanNumbers is arg_utils._expand_json_human_readable_numbers: outside JSON strings, a

@@ -321,6 +321,9 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		`-tp 2 -cc '{"mode":7,"cudagraph_mode":5}'`,
 		`-tp 2 -cc '{"mode":"x","cudagraph_mode":"y"}'`,
 		"-tp 2 -cc.cudagraph_mode ''",
+		// ECTransferConfig.__post_init__ (vllm/config/ec_transfer.py): a connector needs a role.
+		`-tp 2 --ec-transfer-config '{"ec_connector":"ECExampleConnector"}'`,
+		`-tp 2 --ec-transfer-config.ec_connector ECCPUConnector`,
 		`-tp 2 -cc '{"mode":"vllm_compile","cudagraph_mode":"full_decode_only"}' -cc.mode 3.0`,
 	} {
 		d := vllm.Deployment{Name: "config-texts", Profile: snapshotProfile(t), Seed: "config-texts",
