@@ -175,6 +175,7 @@ func (cp *cmdPlanner) processAddresses(p, parent *ProcessPlan, e addrEnv) {
 		// DPEngineCoreActor (vllm/v1/engine/core.py) runs an EngineCore, its scheduler's publisher
 		// included, with data_parallel_index set to its DP rank.
 		cp.kvEventsAddresses(p, pc, add)
+		cp.ecSchedulerConnector(p)
 	case report.RoleWorker:
 		cp.workerAddresses(p, pc, e, add)
 	}
@@ -372,6 +373,7 @@ func (cp *cmdPlanner) engineCoreAddresses(p *ProcessPlan, pc *ParallelConfig, e 
 		}
 	}
 	cp.kvEventsAddresses(p, pc, add)
+	cp.ecSchedulerConnector(p)
 }
 
 func (cp *cmdPlanner) workerAddresses(p *ProcessPlan, pc *ParallelConfig, e addrEnv, add func(AddressPlan)) {

@@ -142,6 +142,14 @@ func (cp *cmdPlanner) worker(parent *ParallelConfig, parentID string, localRank,
 		p.Rendezvous, p.Identity.Replica, p.Identity.EngineID = nil, "", ""
 		return p
 	}
+	if err := cp.ecWorkerErr; err != nil {
+		// init_worker_distributed_environment builds the EC connector once the torch world and
+		// the model parallel groups are up, before the KV connector (whose engine_id sync and
+		// class are never reached).
+		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+		p.Identity.EngineID = ""
+		return p
+	}
 	if cp.args.KVTransfer.buildsConnector() {
 		if src := engineIDSourceRank(pc, world.Rank, rank, cp.opts.Profile); src != nil && *src != world.Rank {
 			p.EngineIDFromRank = src

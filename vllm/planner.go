@@ -23,8 +23,11 @@ type cmdPlanner struct {
 	// (vllmconfig.go), in create_engine_config once the ParallelConfig is built; buildErr what
 	// building the connector raises in each of the command's workers.
 	postInitErr, buildErr error
-	storeExtra            map[string]any
-	hasStore              bool
+	// ecWorkerErr and ecSchedulerErr are what building the EC connector raises in each worker and
+	// in each engine core's Scheduler (ecconnector.go).
+	ecWorkerErr, ecSchedulerErr error
+	storeExtra                  map[string]any
+	hasStore                    bool
 	// slot numbers this command's host-local rendezvous addresses.
 	slot int
 	// nprocs counts the processes planned for this command (see maxProcessesPerCommand).
@@ -98,6 +101,7 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	}
 	cp.postInitErr = err
 	cp.buildErr = connectorBuildError(args)
+	cp.ecWorkerErr, cp.ecSchedulerErr = ecConnectorErrors(args.jsonConfig("--ec-transfer-config"))
 	cp.engineID = baseEngineID(args.KVTransfer, cp.opts.Seed, cp.node.Host, cp.cmd)
 	cp.storeExtra, cp.hasStore = args.KVTransfer.mooncakeStoreExtra()
 

@@ -448,11 +448,18 @@ func TestKVConnectorResolutionMatchesVLLM(t *testing.T) {
 		"graphs-layerwise":        {flags: multi(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both","kv_connector_extra_config":{"use_layerwise":true}},{"kv_connector":"Bar","kv_role":"kv_both"}`), crash: "Unsupported connector type: Bar"},
 		"graphs-dict":             {flags: "--disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":{"a":{}}}}`), crash: "must be a mapping, not str"},
 		"graphs-null":             {flags: kv(`{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":null}}`), crash: "'NoneType' object is not iterable"},
-		"graphs-child-role":       {flags: "--disable-hybrid-kv-cache-manager " + multi(`{"kv_connector":"NixlConnector"}`), crash: "Please specify kv_role"},
-		"multi-unknown-key":       {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`), crash: "Unexpected keyword argument"},
-		"expandable":              {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`), crash: "incompatible with PYTORCH_CUDA_ALLOC_CONF"},
-		"expandable-sleep":        {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: "--enable-sleep-mode " + kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`)},
-		"hma-enabled":             {flags: "--no-disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`), crash: "does not support HMA but HMA is enabled"},
+		// The EC connector (vllm/distributed/ec_transfer): each worker builds one for a transfer
+		// instance, each Scheduler for any config.
+		"ec-unknown":        {flags: `--ec-transfer-config '{"ec_connector":"Bogus","ec_role":"ec_both"}'`, crash: "Unsupported connector type: Bogus"},
+		"ec-no-connector":   {flags: `--ec-transfer-config '{"ec_role":"ec_both"}'`, crash: "EC connect must not be None"},
+		"ec-module-path":    {flags: `--ec-transfer-config '{"ec_connector":"Bogus","ec_role":"ec_both","ec_connector_module_path":"my.mod"}'`},
+		"ec-empty-path":     {flags: `--ec-transfer-config '{"ec_connector":"Bogus","ec_role":"ec_both","ec_connector_module_path":""}'`, crash: "Empty module name"},
+		"ec-registered":     {flags: `--ec-transfer-config '{"ec_connector":"ECCPUConnector","ec_role":"ec_producer"}'`},
+		"graphs-child-role": {flags: "--disable-hybrid-kv-cache-manager " + multi(`{"kv_connector":"NixlConnector"}`), crash: "Please specify kv_role"},
+		"multi-unknown-key": {flags: multi(`{"kv_connector":"NixlConnector","kv_role":"kv_both","foo":1}`), crash: "Unexpected keyword argument"},
+		"expandable":        {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`), crash: "incompatible with PYTORCH_CUDA_ALLOC_CONF"},
+		"expandable-sleep":  {env: "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ", flags: "--enable-sleep-mode " + kv(`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`)},
+		"hma-enabled":       {flags: "--no-disable-hybrid-kv-cache-manager " + kv(`{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}`), crash: "does not support HMA but HMA is enabled"},
 	}
 	for name, tc := range cases {
 		d := vllm.Deployment{Name: "kv-connector-" + name, Profile: snapshotProfile(t), Seed: name,

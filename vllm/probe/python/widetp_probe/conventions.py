@@ -353,7 +353,7 @@ class VllmConfigStandIn:
         self.model_config = ModelConfigStandIn(engine_args, model)
         self.kv_transfer_config = engine_args.kv_transfer_config
         self.kv_events_config = engine_args.kv_events_config
-        self.ec_transfer_config = None
+        self.ec_transfer_config = getattr(engine_args, "ec_transfer_config", None)
         self.shutdown_timeout = 0
         self.speculative_config = None
         self.lora_config = None

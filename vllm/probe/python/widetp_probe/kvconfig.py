@@ -282,3 +282,53 @@ def create_connector(cfg, role):
         return
     _stand_in_registry()
     KVConnectorFactory.create_connector(config=cfg, role=getattr(KVConnectorRole, role), kv_cache_config=None)
+
+
+def _stand_in_ec_registry():
+    """ECConnectorFactory's registry with stand-in classes (their modules import torch): the
+    factory's own get_connector_class and create_connector run; a class of
+    ec_connector_module_path imports (as the model takes it), an empty path fails importlib's
+    own way."""
+    try:
+        from vllm.distributed.ec_transfer.ec_connector import factory
+    except ImportError:
+        return False  # a vLLM before EC transfer
+    if getattr(factory.ECConnectorFactory, "_widetp_stood_in", False):
+        return True
+
+    def ec_class(name):
+        return type(name, (object,), {"__init__": lambda self, vllm_config, role: None})
+
+    registry = factory.ECConnectorFactory._registry
+    for name in list(registry):
+        registry[name] = lambda n=name: ec_class(n)
+    real_import = importlib.import_module
+
+    def import_module(path):
+        if not path:
+            return real_import(path)
+        mod = types.ModuleType(path)
+        mod.__getattr__ = ec_class
+        return mod
+
+    factory.importlib = types.SimpleNamespace(import_module=import_module)
+    factory.ECConnectorFactory._widetp_stood_in = True
+    return True
+
+
+def ec_connector(cfg, role):
+    """The EC connector a worker (ensure_ec_transfer_initialized, a transfer instance only) or a
+    Scheduler (create_connector, for any --ec-transfer-config) builds, with vLLM's own code and
+    stand-in classes."""
+    ec = getattr(cfg, "ec_transfer_config", None) if cfg is not None else None
+    if ec is None or not _stand_in_ec_registry():
+        return
+    if role == "WORKER":
+        from vllm.distributed.ec_transfer import ec_transfer_state
+
+        ec_transfer_state.ensure_ec_transfer_initialized(cfg)
+        return
+    from vllm.distributed.ec_transfer.ec_connector.base import ECConnectorRole
+    from vllm.distributed.ec_transfer.ec_connector.factory import ECConnectorFactory
+
+    ECConnectorFactory.create_connector(config=cfg, role=ECConnectorRole.SCHEDULER)

@@ -441,6 +441,9 @@ def after_cut(proc):
     if proc.role == "worker":
         proc.stage = "connector-init"
         try:
+            # init_worker_distributed_environment builds the EC connector last, before the KV
+            # connector's init (vllm/v1/worker/gpu_worker.py).
+            kvconfig.ec_connector(proc.config, "WORKER")
             worker_connector(proc)
         except Stop:
             pass
@@ -450,8 +453,11 @@ def after_cut(proc):
         conventions.ready_messages(proc)
         proc.stage = "connector-init"
         try:
+            # Scheduler.__init__'s order (vllm/v1/core/sched/scheduler.py): the KV connector, the
+            # KV event publisher, the EC connector.
             scheduler_connector(proc)
             kv_events(proc)
+            kvconfig.ec_connector(proc.config, "SCHEDULER")
         except BaseException as e:  # noqa: BLE001
             _fail(proc, e)
 
