@@ -247,6 +247,17 @@ func (a *ServeArgs) lastOther(flag string) string {
 	return v
 }
 
+// lastOtherOK is lastOther, and whether the flag was given a value at all (an empty one too).
+func (a *ServeArgs) lastOtherOK(flag string) (string, bool) {
+	v, ok := "", false
+	for _, o := range a.Other {
+		if o.Flag == flag && o.Value != nil {
+			v, ok = *o.Value, true
+		}
+	}
+	return v, ok
+}
+
 // optionalValue reports whether an optional_type string option holds a value: it was given, and
 // its last value is not "" or "None" (which optional_type reads as None).
 func (a *ServeArgs) optionalValue(flag string) bool {

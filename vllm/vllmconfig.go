@@ -437,3 +437,26 @@ func cudaGraphModeOf(v any) (cudaGraphMode, bool) {
 	}
 	return cudaGraphModes[cudaGraphModeValues[n.Int64()]], true
 }
+
+// vllmConfigFieldErrors is pydantic's validation of VllmConfig(...) (vllm/config/vllm.py), which
+// create_engine_config builds last, in every front end, before its __post_init__: the fields it
+// passes straight from the command line, in field order: optimization_level (argparse keeps
+// --optimization-level's text; an OptimizationLevel, 0 to 3, which lax mode reads from an int's
+// text) and shutdown_timeout (ge=0). The other fields are configs vLLM built.
+func vllmConfigFieldErrors(a *ServeArgs) error {
+	var errs []string
+	if s, ok := a.lastOtherOK("--optimization-level"); ok {
+		if n, msg := laxInt(s); msg != "" || !n.IsInt64() || n.Int64() < 0 || n.Int64() > 3 {
+			errs = append(errs, "optimization_level: Input should be 0, 1, 2 or 3 [input_value="+pyRepr(s)+"]")
+		}
+	}
+	if s, ok := a.lastOtherOK("--shutdown-timeout"); ok {
+		if n, msg := laxInt(s); msg == "" && n.Sign() < 0 {
+			errs = append(errs, "shutdown_timeout: Input should be greater than or equal to 0 [input_value="+n.String()+"]")
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("VllmConfig", errs)}
+}

@@ -252,3 +252,28 @@ func TestCUDAGraphCheckResolvesTheConnector(t *testing.T) {
 	crashedWith("h/0/engine-core-0/worker-0", "AssertionError")(t,
 		predict(t, false, "main", node("h", `vllm serve org/M -tp 2 --disable-hybrid-kv-cache-manager --kv-transfer-config '{"kv_connector":"MultiConnector","kv_role":"kv_both"}'`)))
 }
+
+// TestVllmConfigFieldsFromTheCommandLine: create_engine_config passes --optimization-level's text
+// and --shutdown-timeout's int straight to VllmConfig(...) (vllm/engine/arg_utils.py), whose
+// pydantic validation (vllm/config/vllm.py: optimization_level an OptimizationLevel 0-3,
+// shutdown_timeout ge=0) fails every front end there, the headless launcher's too.
+func TestVllmConfigFieldsFromTheCommandLine(t *testing.T) {
+	for flags, want := range map[string]string{
+		"-O 2 --shutdown-timeout 0":   "",
+		"-O' 3'":                      "",
+		"-O1.0":                       "",
+		"-Ox":                         "pydantic_core.ValidationError: 1 validation error for VllmConfig: optimization_level: Input should be 0, 1, 2 or 3 [input_value='x']",
+		"--optimization-level 4":      "pydantic_core.ValidationError: 1 validation error for VllmConfig: optimization_level: Input should be 0, 1, 2 or 3 [input_value='4']",
+		"--shutdown-timeout -1 -O=-1": "pydantic_core.ValidationError: 2 validation errors for VllmConfig: optimization_level: Input should be 0, 1, 2 or 3 [input_value='-1']; shutdown_timeout: Input should be greater than or equal to 0 [input_value=-1]",
+	} {
+		for line, id := range map[string]string{"vllm serve org/M -tp 2 -dp 2 ": "h/0/api-server-0", "vllm serve org/M -tp 2 -dp 2 --headless ": "h/0/headless-0"} {
+			top := get(t, predict(t, false, "main", node("h", line+flags)), id)
+			switch {
+			case want == "" && top.Crashed():
+				t.Errorf("%s%s: %s, want it to start", line, flags, exitText(top))
+			case want != "" && (top.Exit == nil || top.Exit.Error != want):
+				t.Errorf("%s%s: %s, want %s", line, flags, exitText(top), want)
+			}
+		}
+	}
+}

@@ -321,6 +321,10 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		`-tp 2 -cc '{"mode":7,"cudagraph_mode":5}'`,
 		`-tp 2 -cc '{"mode":"x","cudagraph_mode":"y"}'`,
 		"-tp 2 -cc.cudagraph_mode ''",
+		// VllmConfig(...)'s fields from the command line (vllm/config/vllm.py).
+		"-tp 2 -Ox --shutdown-timeout -3",
+		"-tp 2 -dp 2 --headless --optimization-level 7",
+		"-tp 2 -O' 1' --shutdown-timeout 5",
 		// ECTransferConfig.__post_init__ (vllm/config/ec_transfer.py): a connector needs a role.
 		`-tp 2 --ec-transfer-config '{"ec_connector":"ECExampleConnector"}'`,
 		`-tp 2 --ec-transfer-config.ec_connector ECCPUConnector`,

@@ -1,5 +1,6 @@
-"""The KV connector part of VllmConfig.__post_init__, which the probe's cut at ParallelConfig
-would otherwise skip (vllm/config/vllm.py): vLLM's own ``_post_init_kv_transfer_config``
+"""VllmConfig's validation of its command-line fields, then the KV connector part of
+VllmConfig.__post_init__, which the probe's cut at ParallelConfig would otherwise skip
+(vllm/config/vllm.py): vLLM's own ``_post_init_kv_transfer_config``
 (--kv-offloading-size makes a connector), the hybrid KV cache manager block's
 ``KVConnectorFactory.supports_hma_config`` (it loads the connector's class: an unknown name, an
 empty module path or a MultiConnector child that does not validate fails the front end), and
@@ -240,12 +241,31 @@ def _cudagraph_block(cfg, engine_args):
         ask(kv.kv_connector_extra_config)
 
 
+def _vllm_config_fields(engine_args):
+    """VllmConfig(...)'s pydantic validation of the fields create_engine_config passes straight
+    from the command line (the others are configs vLLM built): vLLM's own field definitions
+    (optimization_level an OptimizationLevel, shutdown_timeout ge=0), validated as VllmConfig
+    validates them, before its __post_init__."""
+    from pydantic import ConfigDict, create_model
+
+    from vllm.config.vllm import VllmConfig
+
+    fields = getattr(VllmConfig, "__pydantic_fields__", None) or {}
+    names = [n for n in ("optimization_level", "shutdown_timeout") if n in fields and hasattr(engine_args, n)]
+    if not names:
+        return
+    model = create_model("VllmConfig", __config__=ConfigDict(arbitrary_types_allowed=True),
+                         **{n: (fields[n].annotation, fields[n]) for n in names})
+    model(**{n: getattr(engine_args, n) for n in names})
+
+
 def post_init(cfg, engine_args):
     """Run the KV connector part of VllmConfig.__post_init__ on the probe's config stand-in. A
     vLLM without a step (an older one) skips it, as its own __post_init__ would."""
     from vllm.config.vllm import VllmConfig
     from vllm.distributed.kv_transfer.kv_connector.factory import KVConnectorFactory
 
+    _vllm_config_fields(engine_args)
     _stand_in_registry()
     cfg.cache_config = StandIn()
     cfg.cache_config.kv_offloading_size = getattr(engine_args, "kv_offloading_size", None)
