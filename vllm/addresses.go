@@ -546,9 +546,7 @@ func (cp *cmdPlanner) offloadSchedulerAddresses(p *ProcessPlan, pc *ParallelConf
 	if len(p2p) > 0 && !e.hashSeed {
 		// P2PSecondaryTierManager refuses to start without PYTHONHASHSEED (PR #48021), before it
 		// binds anything.
-		if p.Crash == nil && !schedulerUnbuilt(p) {
-			p.Crash = &Crash{Stage: StageConnectorInit, Error: valueError("PYTHONHASHSEED must be set for P2P KV offload so that block hashes match across instances. Set it to a fixed value (e.g. PYTHONHASHSEED=0) on every P2P peer.").Error()}
-		}
+		schedulerRaises(p, valueError("PYTHONHASHSEED must be set for P2P KV offload so that block hashes match across instances. Set it to a fixed value (e.g. PYTHONHASHSEED=0) on every P2P peer."))
 		return
 	}
 	for _, t := range p2p {

@@ -49,11 +49,9 @@ func ecConnectorErrors(m map[string]any) (worker, scheduler error) {
 }
 
 // ecSchedulerConnector is the engine core's Scheduler building its EC connector, last in its
-// constructor: it raises there unless the engine core failed before, or a worker stopped it
-// before its Scheduler (schedulerUnbuilt).
+// constructor (schedulerRaises).
 func (cp *cmdPlanner) ecSchedulerConnector(p *ProcessPlan) {
-	if cp.ecSchedulerErr == nil || p.Crash != nil || schedulerUnbuilt(p) {
-		return
+	if cp.ecSchedulerErr != nil {
+		schedulerRaises(p, cp.ecSchedulerErr)
 	}
-	p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(cp.ecSchedulerErr)}
 }

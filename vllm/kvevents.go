@@ -173,9 +173,7 @@ func (cp *cmdPlanner) kvEventsAddresses(p *ProcessPlan, pc *ParallelConfig, add 
 		replay, err = offsetEndpointPort(*k.ReplayEndpoint, idx, kernel)
 	}
 	if err != nil {
-		if !schedulerUnbuilt(p) {
-			p.Crash = &Crash{Stage: StageConnectorInit, Error: err.Error()}
-		}
+		schedulerRaises(p, err)
 		return
 	}
 	src := "vllm/distributed/kv_events.py ZmqEventPublisher (endpoint offset by data_parallel_index; built by vllm/v1/core/sched/scheduler.py Scheduler.__init__)"

@@ -330,6 +330,15 @@ func schedulerUnbuilt(p *ProcessPlan) bool {
 	return false
 }
 
+// schedulerRaises records err as what an engine core's Scheduler raises building itself, at
+// connector init, unless the engine core stopped before: an earlier crash of its own, or a
+// worker's (schedulerUnbuilt).
+func schedulerRaises(p *ProcessPlan, err error) {
+	if p.Crash == nil && !schedulerUnbuilt(p) {
+		p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
+	}
+}
+
 // schedulerConnector is the scheduler side of the Mooncake store connector an engine core (or
 // Ray actor) builds: a LookupKeyClient at the path its own DP engine index gives. A scheduler
 // whose kv_connector_extra_config turns enable_lookup off still builds the client (and computes
@@ -340,9 +349,7 @@ func schedulerUnbuilt(p *ProcessPlan) bool {
 // own, and it has no connector identity (its workers' failure stops it first).
 func (cp *cmdPlanner) schedulerConnector(p *ProcessPlan, pc *ParallelConfig) {
 	if err := cp.schedulerConnectorError(); err != nil {
-		if !schedulerUnbuilt(p) {
-			p.Crash = &Crash{Stage: StageConnectorInit, Error: crashText(err)}
-		}
+		schedulerRaises(p, err)
 		return
 	}
 	if !cp.hasStore || cp.buildErr != nil {

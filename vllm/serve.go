@@ -238,12 +238,7 @@ func (a *ServeArgs) boolFlag(flag string) bool {
 
 // lastOther is the value of the last occurrence of a flag kept in Other ("" when absent).
 func (a *ServeArgs) lastOther(flag string) string {
-	v := ""
-	for _, o := range a.Other {
-		if o.Flag == flag && o.Value != nil {
-			v = *o.Value
-		}
-	}
+	v, _ := a.lastOtherOK(flag)
 	return v
 }
 

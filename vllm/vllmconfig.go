@@ -386,12 +386,7 @@ func fullCUDAGraphs(a *ServeArgs, env map[string]string) bool {
 	if env["TORCH_COMPILE_DISABLE"] == "1" || breakable {
 		mode, modeSet = 0, true
 	}
-	level := 2
-	if s := a.lastOther("--optimization-level"); s != "" {
-		if n, msg := laxInt(s); msg == "" && n.IsInt64() && n.Int64() >= 0 && n.Int64() <= 3 {
-			level = int(n.Int64())
-		}
-	}
+	level, _ := optimizationLevel(a)
 	if !modeSet {
 		mode = 0
 		if level > 0 {
@@ -445,10 +440,8 @@ func cudaGraphModeOf(v any) (cudaGraphMode, bool) {
 // text) and shutdown_timeout (ge=0). The other fields are configs vLLM built.
 func vllmConfigFieldErrors(a *ServeArgs) error {
 	var errs []string
-	if s, ok := a.lastOtherOK("--optimization-level"); ok {
-		if n, msg := laxInt(s); msg != "" || !n.IsInt64() || n.Int64() < 0 || n.Int64() > 3 {
-			errs = append(errs, "optimization_level: Input should be 0, 1, 2 or 3 [input_value="+pyRepr(s)+"]")
-		}
+	if _, ok := optimizationLevel(a); !ok {
+		errs = append(errs, "optimization_level: Input should be 0, 1, 2 or 3 [input_value="+pyRepr(a.lastOther("--optimization-level"))+"]")
 	}
 	if s, ok := a.lastOtherOK("--shutdown-timeout"); ok {
 		if n, msg := laxInt(s); msg == "" && n.Sign() < 0 {
@@ -459,4 +452,18 @@ func vllmConfigFieldErrors(a *ServeArgs) error {
 		return nil
 	}
 	return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("VllmConfig", errs)}
+}
+
+// optimizationLevel is VllmConfig.optimization_level from --optimization-level's text (O2 when
+// not given), and whether VllmConfig takes it: an OptimizationLevel, 0 to 3, which lax mode
+// reads from an int's text. A level it refuses reads as O2.
+func optimizationLevel(a *ServeArgs) (int, bool) {
+	s, given := a.lastOtherOK("--optimization-level")
+	if !given {
+		return 2, true
+	}
+	if n, msg := laxInt(s); msg == "" && n.IsInt64() && n.Int64() >= 0 && n.Int64() <= 3 {
+		return int(n.Int64()), true
+	}
+	return 2, false
 }
