@@ -46,41 +46,46 @@ def _resolve_relative(module, level, target, is_package):
     return ".".join(parts + ([target] if target else []))
 
 
+def _find_class(vllm_root, module, name, depth=0):
+    """The class statement that binds ``name`` in ``module``, and the module that holds it,
+    following the module's plain aliases (X = Y) and from-imports; None when ``name`` is bound
+    any other way (a call), or not found."""
+    path = _module_file(vllm_root, module)
+    if path is None or depth > 8:
+        return None
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    is_package = path.endswith("__init__.py")
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return module, node, path
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if isinstance(node.value, ast.Name):
+                return _find_class(vllm_root, module, node.value.id, depth + 1)
+            return None
+        if isinstance(node, ast.ImportFrom):
+            hit = [a for a in node.names if (a.asname or a.name) == name]
+            if hit:
+                src = _resolve_relative(module, node.level, node.module, is_package)
+                return _find_class(vllm_root, src, hit[0].name, depth + 1)
+    return None
+
+
 def _supports_hma(vllm_root, module, name, depth=0):
     """Whether class ``name`` of ``module`` subclasses SupportsHMA, and the class's own name (its
-    __name__), following the module's class statements, plain aliases (X = Y) and from-imports; a
-    name bound any other way (a call) is taken not to, under its own name."""
+    __name__), following its class statement's bases (_find_class); a name bound any other way
+    is taken not to, under its own name."""
     key = (module, name)
     if key in _HMA_CACHE:
         return _HMA_CACHE[key]
     if name == "SupportsHMA":
         return True, name
-    if depth > 8:
-        return False, name
-    path = _module_file(vllm_root, module)
     result = (False, name)
-    if path is not None:
-        with open(path, encoding="utf-8") as f:
-            tree = ast.parse(f.read(), path)
-        is_package = path.endswith("__init__.py")
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and node.name == name:
-                hma = any(
-                    isinstance(b, ast.Name) and _supports_hma(vllm_root, module, b.id, depth + 1)[0]
-                    for b in node.bases
-                )
-                result = (hma, name)
-                break
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                if isinstance(node.value, ast.Name):
-                    result = _supports_hma(vllm_root, module, node.value.id, depth + 1)
-                break
-            if isinstance(node, ast.ImportFrom):
-                hit = [a for a in node.names if (a.asname or a.name) == name]
-                if hit:
-                    src = _resolve_relative(module, node.level, node.module, is_package)
-                    result = _supports_hma(vllm_root, src, hit[0].name, depth + 1)
-                    break
+    found = _find_class(vllm_root, module, name) if depth <= 8 else None
+    if found is not None:
+        where, cls, _ = found
+        hma = any(isinstance(b, ast.Name) and _supports_hma(vllm_root, where, b.id, depth + 1)[0] for b in cls.bases)
+        result = (hma, cls.name)
     _HMA_CACHE[key] = result
     return result
 
@@ -148,42 +153,27 @@ def _piecewise_method(vllm_root, module, name, depth=0):
     """The class's own requires_piecewise_for_cudagraph, compiled from its source (the class
     statement's method, or the first base class's that has one, as _supports_hma follows them),
     run as vLLM's classmethod; None when the chain has none."""
-    path = _module_file(vllm_root, module)
-    if path is None or depth > 8:
+    found = _find_class(vllm_root, module, name) if depth <= 8 else None
+    if found is None:
         return None
-    with open(path, encoding="utf-8") as f:
-        src = f.read()
-    tree = ast.parse(src, path)
-    is_package = path.endswith("__init__.py")
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == _PIECEWISE:
-                    # The method as written, without its decorator and annotations (names of
-                    # the module the stand-in does not import).
-                    for a in item.args.posonlyargs + item.args.args + item.args.kwonlyargs:
-                        a.annotation = None
-                    fn = ast.FunctionDef(name=item.name, args=item.args, body=item.body, decorator_list=[],
-                                         returns=None, type_comment=None)
-                    code = ast.Module(body=[ast.fix_missing_locations(ast.copy_location(fn, item))], type_ignores=[])
-                    ns = {}
-                    exec(compile(code, path, "exec"), {}, ns)
-                    return classmethod(ns[_PIECEWISE])
-            for b in node.bases:
-                if isinstance(b, ast.Name):
-                    found = _piecewise_method(vllm_root, module, b.id, depth + 1)
-                    if found is not None:
-                        return found
-            return None
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            if isinstance(node.value, ast.Name):
-                return _piecewise_method(vllm_root, module, node.value.id, depth + 1)
-            return None
-        if isinstance(node, ast.ImportFrom):
-            hit = [a for a in node.names if (a.asname or a.name) == name]
-            if hit:
-                src_mod = _resolve_relative(module, node.level, node.module, is_package)
-                return _piecewise_method(vllm_root, src_mod, hit[0].name, depth + 1)
+    where, cls, path = found
+    for item in cls.body:
+        if isinstance(item, ast.FunctionDef) and item.name == _PIECEWISE:
+            # The method as written, without its decorator and annotations (names of the module
+            # the stand-in does not import).
+            for a in item.args.posonlyargs + item.args.args + item.args.kwonlyargs:
+                a.annotation = None
+            fn = ast.FunctionDef(name=item.name, args=item.args, body=item.body, decorator_list=[],
+                                 returns=None, type_comment=None)
+            code = ast.Module(body=[ast.fix_missing_locations(ast.copy_location(fn, item))], type_ignores=[])
+            ns = {}
+            exec(compile(code, path, "exec"), {}, ns)
+            return classmethod(ns[_PIECEWISE])
+    for b in cls.bases:
+        if isinstance(b, ast.Name):
+            method = _piecewise_method(vllm_root, where, b.id, depth + 1)
+            if method is not None:
+                return method
     return None
 
 
