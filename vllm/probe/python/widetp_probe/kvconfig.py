@@ -84,7 +84,9 @@ def _supports_hma(vllm_root, module, name, depth=0):
     found = _find_class(vllm_root, module, name) if depth <= 8 else None
     if found is not None:
         where, cls, _ = found
-        hma = any(isinstance(b, ast.Name) and _supports_hma(vllm_root, where, b.id, depth + 1)[0] for b in cls.bases)
+        # SupportsHMA itself, reached under another name (an alias, an import as).
+        hma = cls.name == "SupportsHMA" or any(
+            isinstance(b, ast.Name) and _supports_hma(vllm_root, where, b.id, depth + 1)[0] for b in cls.bases)
         result = (hma, cls.name)
     _HMA_CACHE[key] = result
     return result
