@@ -288,33 +288,36 @@ func (s *configSchema) matches(v any) bool {
 func orList(vals []any) string {
 	parts := make([]string, len(vals))
 	for i, v := range vals {
-		switch w := v.(type) {
-		case string:
-			parts[i] = pyRepr(w)
-		case nil:
-			parts[i] = "None"
-		case bool:
-			parts[i] = map[bool]string{true: "True", false: "False"}[w]
-		case map[string]any:
-			// A tuple (flags.py _plain): Python's repr.
-			items, _ := w["tuple"].([]any)
-			strs := strings.Split(orList(items), ", ")
-			if len(items) > 1 {
-				last := strings.SplitN(strs[len(strs)-1], " or ", 2)
-				strs = append(strs[:len(strs)-1], last...)
-			}
-			parts[i] = "(" + strings.Join(strs, ", ") + ")"
-			if len(items) == 1 {
-				parts[i] = "(" + strs[0] + ",)"
-			}
-		default:
-			parts[i] = fmt.Sprint(w)
-		}
+		parts[i] = expectedRepr(v)
 	}
 	if len(parts) <= 1 {
 		return strings.Join(parts, "")
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
+}
+
+// expectedRepr is Python's repr() of a literal's or an enum's value as the catalog holds it: a
+// tuple is {"tuple": [...]} (flags.py _plain).
+func expectedRepr(v any) string {
+	switch w := v.(type) {
+	case string:
+		return pyRepr(w)
+	case nil:
+		return "None"
+	case bool:
+		return map[bool]string{true: "True", false: "False"}[w]
+	case map[string]any:
+		items, _ := w["tuple"].([]any)
+		strs := make([]string, len(items))
+		for i, it := range items {
+			strs[i] = expectedRepr(it)
+		}
+		if len(strs) == 1 {
+			return "(" + strs[0] + ",)"
+		}
+		return "(" + strings.Join(strs, ", ") + ")"
+	}
+	return fmt.Sprint(v)
 }
 
 // laxIntText is a string pydantic reads as an int: digits with underscores between them, and
