@@ -27,8 +27,10 @@ type configSchema struct {
 	// F are a dataclass's init fields; Forbid: keys it lacks are errors.
 	F      []schemaField `json:"f,omitempty"`
 	Forbid bool          `json:"forbid,omitempty"`
-	// V are a literal's or an enum's values; Sub an enum's value type (str, int, float).
-	V []any `json:"v,omitempty"`
+	// V are a literal's or an enum's values; Sub an enum's value type (str, int, float). Names
+	// are an enum's member names, aliases too (__members__), as Enum[name] looks them up.
+	V     []any    `json:"v,omitempty"`
+	Names []string `json:"names,omitempty"`
 	// Fn names the validator function a "before" schema runs ahead of S (its qualified name).
 	Fn  string `json:"fn,omitempty"`
 	Sub string `json:"sub,omitempty"`
@@ -135,16 +137,22 @@ func (s *configSchema) validate(v any, loc string, errs *[]schemaError) {
 		if !ok {
 			return // a function the model does not know may take anything
 		}
-		r := run(v)
+		r := run(v, s.S)
 		switch {
 		case r.raise != nil:
 			*errs = append(*errs, schemaError{loc: loc, raise: r.raise})
 		case r.valueError != "":
 			fail("Value error, " + r.valueError)
-		case !r.member:
+		case r.member:
+		case r.replaced:
+			s.S.validate(r.value, loc, errs)
+		default:
 			s.S.validate(v, loc, errs)
 		}
 	case "literal", "enum":
+		if _, ok := v.(enumMember); ok && s.T == "enum" {
+			return
+		}
 		if !s.matches(v) {
 			fail("Input should be " + orList(s.V))
 		}
@@ -385,6 +393,11 @@ func laxFloat(v any) (float64, string) {
 
 // configError is argparse's error for a config pydantic refused (validationArgError).
 func configError(spec *flagSpec, val string, errs []schemaError) error {
+	return validationArgError(spec.display(), val, spec.opt.Class, schemaItems(errs))
+}
+
+// schemaItems are a ValidationError's lines for errs: "loc: message [input_value=...]".
+func schemaItems(errs []schemaError) []string {
 	items := make([]string, len(errs))
 	for i, e := range errs {
 		items[i] = e.msg + " [input_value=" + pydanticRepr(e.val) + "]"
@@ -392,7 +405,7 @@ func configError(spec *flagSpec, val string, errs []schemaError) error {
 			items[i] = e.loc + ": " + items[i]
 		}
 	}
-	return validationArgError(spec.display(), val, spec.opt.Class, items)
+	return items
 }
 
 func sortedKeys(m map[string]any) []string {
@@ -405,21 +418,68 @@ func sortedKeys(m map[string]any) []string {
 }
 
 // beforeResult is what a validator function that runs before a field's type made of a value: an
-// enum member (valid as it is), a ValueError pydantic collects, or another exception, which
-// escapes; otherwise the value goes on to the field's type.
+// enum member (valid as it is), a ValueError pydantic collects, another exception, which
+// escapes, or another value (replaced), which goes on to the field's type; otherwise the value
+// itself goes on.
 type beforeResult struct {
 	member     bool
 	valueError string
 	raise      error
+	replaced   bool
+	value      any
 }
 
 // beforeValidators are the validator functions of vLLM's config classes the model runs, by the
-// qualified name the catalog gives them (flags.py _compact); a field whose function is not here
-// takes any value.
-var beforeValidators = map[string]func(v any) beforeResult{
+// qualified name the catalog gives them (flags.py _compact), each given the value and the
+// field's type; a field whose function is not here takes any value.
+var beforeValidators = map[string]func(v any, typ *configSchema) beforeResult{
+	// vllm/config/attention.py: a backend given as text is "auto" (any case: None, automatic
+	// selection) or AttentionBackendEnum[text.upper()], whose metaclass words a name it lacks as
+	// a ValueError (vllm/v1/attention/backends/registry.py).
+	"AttentionConfig.validate_backend_before": func(v any, typ *configSchema) beforeResult {
+		if name, ok := v.(string); ok && strings.ToLower(name) == "auto" {
+			return beforeResult{replaced: true, value: nil}
+		}
+		return enumByName(v, typ, "attention backend")
+	},
+	// vllm/config/attention.py: MLAPrefillBackendEnum[text.upper()]
+	// (vllm/v1/attention/backends/mla/prefill/registry.py words a missing name).
+	"AttentionConfig.validate_mla_prefill_backend_before": func(v any, typ *configSchema) beforeResult {
+		return enumByName(v, typ, "MLA prefill backend")
+	},
+	// vllm/config/attention.py: a mapping's keys must be KVCacheSpecKind values (the first that
+	// is not is the ValueError), its text values are backends by name as for backend.
+	"AttentionConfig.validate_backend_per_kind_before": func(v any, typ *configSchema) beforeResult {
+		m, ok := v.(map[string]any)
+		if !ok || typ == nil || typ.T != "dict" {
+			return beforeResult{}
+		}
+		kinds := slices.Sorted(slices.Values(kvCacheSpecKinds))
+		for _, kind := range sortedKeys(m) {
+			if !slices.Contains(kvCacheSpecKinds, kind) {
+				return beforeResult{valueError: fmt.Sprintf("Unknown KV cache group kind '%s' in backend_per_kind. Valid kinds are: %s.", kind, strings.Join(kinds, ", "))}
+			}
+		}
+		out := make(map[string]any, len(m))
+		for _, kind := range sortedKeys(m) {
+			r := enumByName(m[kind], typ.S, "attention backend")
+			if r.valueError != "" {
+				return r
+			}
+			out[kind] = m[kind]
+			if r.member {
+				out[kind] = enumMember{}
+			}
+		}
+		return beforeResult{replaced: true, value: out}
+	},
+	// vllm/config/kernel.py: a backend given as text is lower-cased, "-" read as "_", before its
+	// Literal.
+	"KernelConfig._normalize_moe_backend":    normalizeBackend,
+	"KernelConfig._normalize_linear_backend": normalizeBackend,
 	// vllm/config/compilation.py: a mode given as a name is the member of that name (any case);
 	// another name is a ValueError that lists them.
-	"CompilationConfig.validate_mode_before": func(v any) beforeResult {
+	"CompilationConfig.validate_mode_before": func(v any, _ *configSchema) beforeResult {
 		name, ok := v.(string)
 		if !ok {
 			return beforeResult{}
@@ -431,7 +491,7 @@ var beforeValidators = map[string]func(v any) beforeResult{
 	},
 	// vllm/config/compilation.py: a cudagraph_mode given as text is CUDAGraphMode[text.upper()],
 	// whose KeyError for any other text is not a validation error.
-	"CompilationConfig.validate_cudagraph_mode_before": func(v any) beforeResult {
+	"CompilationConfig.validate_cudagraph_mode_before": func(v any, _ *configSchema) beforeResult {
 		name, ok := v.(string)
 		if !ok {
 			return beforeResult{}
@@ -442,6 +502,41 @@ var beforeValidators = map[string]func(v any) beforeResult{
 		return beforeResult{raise: &PyError{Type: "KeyError", Msg: pyRepr(strings.ToUpper(name))}}
 	},
 }
+
+// enumMember is a value a validator function already made an enum member: valid as it is.
+type enumMember struct{}
+
+// enumByName is a validator's Enum[text.upper()] for a field whose type is that enum (or None):
+// the member, or the ValueError "Unknown <what>: 'NAME'. Valid options are: ..." with which
+// vLLM's enum metaclasses answer a name they lack. A value that is not text goes on to the
+// type.
+func enumByName(v any, typ *configSchema, what string) beforeResult {
+	name, ok := v.(string)
+	for typ != nil && typ.T == "nullable" {
+		typ = typ.S
+	}
+	if !ok || typ == nil || typ.T != "enum" {
+		return beforeResult{}
+	}
+	name = strings.ToUpper(name)
+	if slices.Contains(typ.Names, name) {
+		return beforeResult{member: true}
+	}
+	return beforeResult{valueError: fmt.Sprintf("Unknown %s: '%s'. Valid options are: %s", what, name, strings.Join(typ.Names, ", "))}
+}
+
+// normalizeBackend is KernelConfig's normalisation of a backend given as text.
+func normalizeBackend(v any, _ *configSchema) beforeResult {
+	if s, ok := v.(string); ok {
+		return beforeResult{replaced: true, value: strings.ReplaceAll(strings.ToLower(s), "-", "_")}
+	}
+	return beforeResult{}
+}
+
+// kvCacheSpecKinds are KVCacheSpecKind's values (vllm/v1/kv_cache_interface.py), which
+// AttentionConfig.backend_per_kind's keys must be.
+var kvCacheSpecKinds = []string{"full_attention", "mla_attention", "sliding_window", "sliding_window_mla", "mamba",
+	"chunked_local_attention", "sink_full_attention", "encoder_only_attention", "cross_attention", "unknown"}
 
 // ModelsValidator reports whether the model runs its own version of a config class's validator
 // function, by the qualified name the catalog gives it (ServeOption.Schema's "before" schemas);

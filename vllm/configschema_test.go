@@ -59,6 +59,21 @@ func TestConfigFieldTypesAndBounds(t *testing.T) {
 		{`--ec-transfer-config '{"ec_connector": "ECExampleConnector", "ec_role": "ec_consumer"}'`, "", ""},
 		{`--ec-transfer-config '{"ec_connector": "ECExampleConnector"}'`, "1 validation error for ECTransferConfig", "Value error, Please specify ec_role when ec_connector is set, supported roles are ('ec_producer', 'ec_both', 'ec_consumer')"},
 		{`--ec-transfer-config '{"ec_role": "ec_both"}'`, "", ""},
+		// AttentionConfig's validator functions (vllm/config/attention.py) look backends up by
+		// name (AttentionBackendEnum's metaclass words a missing one,
+		// vllm/v1/attention/backends/registry.py); "auto" is None. KernelConfig's normalise
+		// a backend's text before its Literal (vllm/config/kernel.py).
+		{`-ac '{"backend": "Flash_Attn", "mla_prefill_backend": "flashinfer"}'`, "", ""},
+		{`-ac.backend AUTO`, "", ""},
+		{`-ac.backend bogus`, "1 validation error for AttentionConfig", "backend: Value error, Unknown attention backend: 'BOGUS'. Valid options are: FLASH_ATTN, FLASH_ATTN_DIFFKV, "},
+		{`-ac.mla_prefill_backend auto`, "1 validation error for AttentionConfig", "mla_prefill_backend: Value error, Unknown MLA prefill backend: 'AUTO'. Valid options are: FLASH_ATTN, FLASHINFER, "},
+		{`-ac '{"backend": 3}'`, "1 validation error for AttentionConfig", "backend: Input should be 'vllm.v1.attention.backends.flash_attn.FlashAttentionBackend', "},
+		{`-ac '{"backend_per_kind": {"mamba": "triton_attn", "full_attention": "FLASHINFER"}}'`, "", ""},
+		{`-ac '{"backend_per_kind": {"mamba": "triton_attn", "nope": "flashinfer"}}'`, "1 validation error for AttentionConfig", "backend_per_kind: Value error, Unknown KV cache group kind 'nope' in backend_per_kind. Valid kinds are: chunked_local_attention, cross_attention, "},
+		{`-ac '{"backend_per_kind": {"mamba": "nope"}}'`, "1 validation error for AttentionConfig", "backend_per_kind: Value error, Unknown attention backend: 'NOPE'."},
+		{`-ac '{"backend_per_kind": {"mamba": 3}}'`, "1 validation error for AttentionConfig", "backend_per_kind.mamba: Input should be 'vllm.v1.attention.backends.flash_attn.FlashAttentionBackend', "},
+		{`--kernel-config '{"moe_backend": "Deep-Gemm", "linear_backend": "AUTO"}'`, "", ""},
+		{`--kernel-config.moe_backend Bogus-X`, "1 validation error for KernelConfig", "moe_backend: Input should be 'auto', "},
 		// Dotted keys are validated as the whole JSON they become.
 		{`--eplb-config.window_size 0`, "1 validation error for EPLBConfig", ""},
 		{`--eplb-config.window_size 5`, "", ""},

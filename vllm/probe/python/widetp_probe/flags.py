@@ -158,7 +158,10 @@ def _compact(cs):
         if t == "literal":
             return {"t": "literal", "v": [_plain(v) for v in cs["expected"]]}
         if t == "enum":
-            return {"t": "enum", "sub": cs.get("sub_type") or "any", "v": [_plain(m.value) for m in cs["members"]]}
+            # names: every name the class answers to (__members__, aliases too), in order, as a
+            # validator's Enum[name] lookup and its error list them.
+            return {"t": "enum", "sub": cs.get("sub_type") or "any", "v": [_plain(m.value) for m in cs["members"]],
+                    "names": list(cs["cls"].__members__)}
     except TypeError:
         return {"t": "any"}
     return {"t": "any"}
