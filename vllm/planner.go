@@ -88,10 +88,14 @@ func (cp *cmdPlanner) plan(line string) (*ProcessPlan, error) {
 	if b := args.DistributedExecutorBackend; b != nil && *b == "external_launcher" {
 		return nil, fmt.Errorf("--distributed-executor-backend external_launcher runs under torchrun: %w", errNotSimulated)
 	}
+	// create_engine_config's checks of the command line past ParallelConfig(...), then
 	// VllmConfig(...) validates its command-line fields, then its __post_init__ decides the
 	// connector every process of the command runs (a --kv-offloading-size one included) and what
 	// the front end raises resolving it: its CUDA graph check first, on the config as given.
-	err = vllmConfigFieldErrors(args)
+	err = engineConfigTailError(args)
+	if err == nil {
+		err = vllmConfigFieldErrors(args)
+	}
 	if err == nil {
 		err = cudaGraphConnectorCheck(args, envMap)
 	}

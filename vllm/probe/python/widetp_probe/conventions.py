@@ -312,11 +312,16 @@ class ModelConfigStandIn:
         self.tokenizer = engine_args.tokenizer or engine_args.model
         self.served_model_name = engine_args.model
         self.is_moe = bool(model["moe"])
-        self.max_model_len = 8192
+        # --max-model-len as given (the Hugging Face config's limit is not checked), else 8192.
+        given = getattr(engine_args, "max_model_len", None)
+        self.max_model_len = given if isinstance(given, int) and given > 0 else 8192
         self.runner_type = "generate"
         self.is_multimodal_model = False
         self.is_encoder_decoder = False
         self.is_attention_free = False
+        # A generate model with decoder attention supports both (ModelConfig's properties).
+        self.is_chunked_prefill_supported = True
+        self.is_prefix_caching_supported = True
         self.is_hybrid = False
         self.use_mla = False
         self.skip_tokenizer_init = False
@@ -342,6 +347,31 @@ class ModelConfigStandIn:
         if name.startswith("__"):
             raise AttributeError(name)
         return StandIn()
+
+
+class SpeculativeConfigStandIn:
+    """SpeculativeConfig(...) as create_speculative_config builds it from --speculative-config
+    and the --spec-* flags: a record of its arguments (its validation needs the draft and
+    target models). num_speculative_tokens, which create_engine_config's LoRA check reads,
+    defaults to one as for a draft model without its own."""
+
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+        if not isinstance(kwargs.get("num_speculative_tokens"), int):
+            self.num_speculative_tokens = 1
+
+
+class SchedulerConfigStandIn:
+    """SchedulerConfig(...): a record of its arguments (its checks need the model's length)."""
+
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+# The GPU a simulated node has, where vLLM's defaults depend on it (EngineArgs.get_batch_defaults):
+# an 80 GiB H100, as the model takes it (vllm/enginetail.go batchDefaults).
+GPU_MEMORY = 80 << 30
+GPU_NAME = "NVIDIA H100 80GB HBM3"
 
 
 class VllmConfigStandIn:

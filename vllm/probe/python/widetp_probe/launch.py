@@ -25,8 +25,10 @@ Cut points (where vLLM's code runs from and to, per process):
   KV connector (ensure_kv_transfer_initialized's engine_id sync and the connector's identity).
 
 Stood in, and why (none of it decides identity): the Hugging Face model config (is_moe comes
-from the scenario), create_engine_config after ParallelConfig(...) (scheduler, cache,
-compilation and VllmConfig.__post_init__), the network (server sockets, get_ip's probe of a
+from the scenario; a text-only model), what create_engine_config builds from the model or the
+device past ParallelConfig(...) (the speculative and scheduler configs, the batch defaults; the
+rest of it runs, up to VllmConfig(...), which is stood in but for its field validation and the
+KV connector part of __post_init__, see kvconfig), the network (server sockets, get_ip's probe of a
 route), process spawning (fork instead of spawn), the DP coordinator and extra API server
 processes (no identity), message queues, and what follows each cut.
 """
@@ -835,14 +837,51 @@ def patch_vllm(model):
     au.maybe_override_with_speculators = lambda model, tokenizer, revision=None, trust_remote_code=False, vllm_speculative_config=None, **kw: (model, tokenizer, vllm_speculative_config)
     au.EngineArgs.create_model_config = lambda self: conventions.ModelConfigStandIn(self, model)
 
-    # Cut right after ParallelConfig(...): the next step builds the speculative config.
-    def speculative_then_stop(self, target_model_config=None, target_parallel_config=None, **kw):
-        raise _ConfigBuilt(target_parallel_config)
+    # Past ParallelConfig(...), create_engine_config runs for real up to VllmConfig(...), where it
+    # is cut (its keyword arguments are the configs it built), with stand-ins for what needs the
+    # model: the speculative config and the scheduler config are records of their arguments (the
+    # speculative flags' merge with --speculative-config runs); the batch defaults are vLLM's for
+    # an 80 GiB H100. The command line's own checks there run: LoRA, attention, Mamba, kernel, IR
+    # op priority, load, observability, compilation and offload configs.
+    real_speculative = _original(au.EngineArgs, "create_speculative_config")
 
-    au.EngineArgs.create_speculative_config = speculative_then_stop
-    real_create = au.EngineArgs.create_engine_config
+    def speculative_config(self, target_model_config=None, target_parallel_config=None, **kw):
+        real_class = au.SpeculativeConfig
+        au.SpeculativeConfig = conventions.SpeculativeConfigStandIn
+        try:
+            return real_speculative(self, target_model_config=target_model_config,
+                                    target_parallel_config=target_parallel_config, **kw)
+        finally:
+            au.SpeculativeConfig = real_class
+
+    au.EngineArgs.create_speculative_config = speculative_config
+    real_batch_defaults = _original(au.EngineArgs, "_set_default_max_num_seqs_and_batched_tokens_args")
+
+    def batch_defaults(self, *args, **kwargs):
+        # vLLM's own defaults, for the device the simulation's nodes have (conventions.GPU).
+        plat = au.current_platform
+        plat.get_device_total_memory = lambda device_id=0: conventions.GPU_MEMORY
+        plat.get_device_name = lambda device_id=0: conventions.GPU_NAME
+        try:
+            return real_batch_defaults(self, *args, **kwargs)
+        finally:
+            del plat.get_device_total_memory, plat.get_device_name
+
+    au.EngineArgs._set_default_max_num_seqs_and_batched_tokens_args = batch_defaults
+    real_create = _original(au.EngineArgs, "create_engine_config")
+    real_vllm_config = _original(au, "VllmConfig")
+    real_scheduler_config = _original(au, "SchedulerConfig")
+    for name in dir(real_scheduler_config):  # its class constants (the batch defaults read them)
+        if name.isupper():
+            setattr(conventions.SchedulerConfigStandIn, name, getattr(real_scheduler_config, name))
+
+    def vllm_config_then_stop(**kwargs):
+        raise _ConfigBuilt(kwargs["parallel_config"])
 
     def create_engine_config(self, usage_context=None, headless=False):
+        # Only while it runs: the parser reads both classes' fields.
+        au.VllmConfig = vllm_config_then_stop
+        au.SchedulerConfig = conventions.SchedulerConfigStandIn
         try:
             real_create(self, usage_context=usage_context, headless=headless)
         except _ConfigBuilt as built:
@@ -860,6 +899,9 @@ def patch_vllm(model):
                 raise Unsupported("--distributed-executor-backend external_launcher runs under torchrun, "
                                   "which the vllm planner does not run")
             return cfg
+        finally:
+            au.VllmConfig = real_vllm_config
+            au.SchedulerConfig = real_scheduler_config
         raise RuntimeError("create_engine_config returned without building a ParallelConfig")
 
     au.EngineArgs.create_engine_config = create_engine_config
