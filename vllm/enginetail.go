@@ -102,10 +102,45 @@ func speculativeConfig(a *ServeArgs) (map[string]any, error) {
 			return nil, &PyError{Type: "TypeError", Msg: fmt.Sprintf("argument of type '%s' is not iterable", pyTypeName(c))}
 		}
 	}
-	if m, ok := cfg.(map[string]any); ok {
-		return m, nil
+	switch c := cfg.(type) {
+	case nil:
+		return nil, nil
+	case map[string]any:
+		return c, nil
 	}
-	return nil, nil
+	// Its keys are normalised next (speculative_config.items()).
+	return nil, &PyError{Type: "AttributeError", Msg: fmt.Sprintf("'%s' object has no attribute 'items'", pyTypeName(cfg))}
+}
+
+// pyJSONLoads is json.loads(text): the value, or Python's JSONDecodeError where its message is
+// known here (no value where one must start, data after the value); other malformed text gets
+// the decoder's own words.
+func pyJSONLoads(text string) (any, error) {
+	at := func(what string, off int) error {
+		pos := []rune(text[:off])
+		line, col := 1, len(pos)+1
+		for i, r := range pos {
+			if r == '\n' {
+				line, col = line+1, len(pos)-i
+			}
+		}
+		return &PyError{Type: "json.decoder.JSONDecodeError", Msg: fmt.Sprintf("%s: line %d column %d (char %d)", what, line, col, len(pos))}
+	}
+	start := len(text) - len(strings.TrimLeft(text, " \t\n\r"))
+	if start == len(text) || !strings.ContainsRune(`{["-0123456789tfnNI`, rune(text[start])) {
+		return nil, at("Expecting value", start)
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &PyError{Type: "json.decoder.JSONDecodeError", Msg: err.Error()}
+	}
+	end := int(dec.InputOffset())
+	if rest := strings.TrimLeft(text[end:], " \t\n\r"); rest != "" {
+		return nil, at("Extra data", len(text)-len(rest))
+	}
+	return v, nil
 }
 
 func mutuallyExclusive(flag, key string) error {
@@ -121,6 +156,14 @@ func diffusionConfigError(a *ServeArgs) error {
 	cfg := optionalJSON(a, "--diffusion-config")
 	if cfg == nil {
 		return nil
+	}
+	if text, ok := cfg.(string); ok {
+		// JSON text in the JSON is read again.
+		v, err := pyJSONLoads(text)
+		if err != nil {
+			return err
+		}
+		cfg = v
 	}
 	m, ok := cfg.(map[string]any)
 	if !ok {

@@ -509,7 +509,10 @@ def exception_text(e):
 
 
 def system_exit_text(e, argparse_err):
-    """argparse's error: SystemExit with status 2 after printing `prog: error: ...`."""
+    """argparse's error: SystemExit with status 2 after printing `prog: error: ...`. A function's
+    repr there (parse_type's "cannot be converted to <function loads at 0x...>") is written
+    without its address, which differs from run to run."""
     text = argparse_err.getvalue().strip().splitlines()
     last = next((ln for ln in reversed(text) if ": error: " in ln), text[-1] if text else "")
+    last = re.sub(r"(<function [\w.<>]+) at 0x[0-9a-fA-F]+>", r"\1>", last)
     return f"SystemExit: {e.code} ({last})" if last else f"SystemExit: {e.code}"
