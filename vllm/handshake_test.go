@@ -247,3 +247,42 @@ func TestRankAboveZeroCannotHandshakeLocallyOnly(t *testing.T) {
 		t.Errorf("%d engine(s) started, want none", len(fe.Children))
 	}
 }
+
+// TestEmptyDataParallelAddress: the handshake at tcp://data_parallel_master_ip:port needs a host
+// (make_zmq_socket's split_zmq_path, vllm/utils/network_utils.py). With --data-parallel-address ”
+// rank 0's front end fails binding it, before it starts its engines; a headless engine core fails
+// dialling it, before its workers; a front end whose handshake is host-local (every engine its
+// own: an ipc path) does not use it.
+func TestEmptyDataParallelAddress(t *testing.T) {
+	const invalid = "ValueError: Invalid zmq path: tcp://:13345"
+	procs := predict(t, true, "main",
+		node("h0", "vllm serve org/M -tp 2 -dp 4 -dpl 2 --data-parallel-address '' --data-parallel-rpc-port 13345"),
+		node("h1", "vllm serve org/M -tp 2 -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 --data-parallel-rpc-port 13345 --headless"))
+	fe := get(t, procs, "h0/0/api-server-0")
+	if fe.Exit == nil || fe.Exit.Error != invalid {
+		t.Errorf("front end: %s, want %s", exitText(fe), invalid)
+	}
+	for _, p := range procs {
+		if p.Role == report.RoleEngineCore && p.Host == "h0" {
+			t.Errorf("the front end started %s before binding its handshake", p.ID)
+		}
+	}
+	procs = predict(t, true, "main",
+		node("h0", "vllm serve org/M -tp 2 -dp 4 -dpl 2 --data-parallel-address h0 --data-parallel-rpc-port 13345"),
+		node("h1", "vllm serve org/M -tp 2 -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address '' --data-parallel-rpc-port 13345 --headless"))
+	for _, id := range []string{"h1/0/engine-core-2", "h1/0/engine-core-3"} {
+		ec := get(t, procs, id)
+		if ec.Exit == nil || ec.Exit.Error != invalid {
+			t.Errorf("%s: %s, want %s", id, exitText(ec), invalid)
+		}
+	}
+	for _, p := range procs {
+		if p.Role == report.RoleWorker && p.Host == "h1" {
+			t.Errorf("%s started: its engine core failed its handshake first", p.ID)
+		}
+	}
+	local := get(t, predict(t, true, "main", node("h0", "vllm serve org/M -tp 2 -dp 2 --data-parallel-address ''")), "h0/0/api-server-0")
+	if local.Crashed() {
+		t.Errorf("host-local handshake: %s, want it to start", exitText(local))
+	}
+}

@@ -247,6 +247,9 @@ func (cp *cmdPlanner) apiServer(a *ServeArgs, index int, parent string, apiCount
 		return p
 	}
 	h, err := frontEndHandshake(pc, cp.localAddr())
+	if err == nil && h.global != nil {
+		err = globalHandshakeError(pc)
+	}
 	if err != nil {
 		p.Crash = &Crash{Stage: StageConfig, Error: crashText(err)}
 		return p
@@ -288,6 +291,13 @@ func (cp *cmdPlanner) engineCore(parent *ParallelConfig, dpRank, localDPRank int
 		return p
 	}
 	// The handshake is the launcher's (its D, its address), not the reconfigured copy's.
+	if h.globalRank != nil {
+		if err := globalHandshakeError(parent); err != nil {
+			// EngineCoreProc's _perform_handshakes makes its socket first.
+			p.Crash = &Crash{Stage: StageEngineInit, Error: crashText(err)}
+			return p
+		}
+	}
 	p.Rendezvous = h.engineHandshakes(parent, dpRank)
 	if dpEngine {
 		p.Rendezvous = append(p.Rendezvous, dpGroup(pc))

@@ -47,6 +47,17 @@ const (
 
 func hostPort(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 
+// globalHandshakeError is what make_zmq_socket raises for the handshake at
+// tcp://data_parallel_master_ip:data_parallel_rpc_port, bound by rank 0's front end or dialled by
+// an engine core: split_zmq_path (vllm/utils/network_utils.py) wants a host for tcp, and an empty
+// --data-parallel-address gives none.
+func globalHandshakeError(pc *ParallelConfig) error {
+	if pc.DataParallelMasterIP != "" {
+		return nil
+	}
+	return &PyError{Type: "ValueError", Msg: "Invalid zmq path: tcp://" + hostPort(pc.DataParallelMasterIP, pc.DataParallelRPCPort)}
+}
+
 // barrierKey names the barrier a process on host meets at address: report.BarrierKey, since
 // every host has its own loopback (vLLM's defaults put single-node rendezvous on 127.0.0.1, and
 // simnode resolves a loopback address to the host it runs on).

@@ -537,3 +537,29 @@ func TestKVConnectorResolutionMatchesVLLM(t *testing.T) {
 		}
 	}
 }
+
+// An empty --data-parallel-address gives the handshake at tcp://data_parallel_master_ip:port no
+// host, which make_zmq_socket's split_zmq_path (vllm/utils/network_utils.py) refuses: rank 0's
+// front end as it binds it (before it starts its engines), a headless engine core as it dials it
+// (before its workers); a handshake that stays host-local (ipc) never asks.
+func TestEmptyDataParallelAddressMatchesVLLM(t *testing.T) {
+	p := planner(t)
+	const m = "deepseek-ai/DeepSeek-V3"
+	for name, nodes := range map[string][]string{
+		"front-end": {"vllm serve " + m + " -tp 2 -dp 4 -dpl 2 --data-parallel-address ''",
+			"vllm serve " + m + " -tp 2 -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address h0 --headless"},
+		"headless": {"vllm serve " + m + " -tp 2 -dp 4 -dpl 2 --data-parallel-address h0",
+			"vllm serve " + m + " -tp 2 -dp 4 -dpl 2 --data-parallel-start-rank 2 --data-parallel-address '' --headless"},
+		"local-only": {"vllm serve " + m + " -tp 2 -dp 2 --data-parallel-address ''"},
+	} {
+		d := vllm.Deployment{Name: "empty-dp-address-" + name, Profile: snapshotProfile(t), Seed: name,
+			Model: vllm.Model{Name: m, MoE: true}}
+		for i, cmd := range nodes {
+			d.Nodes = append(d.Nodes, vllm.Node{Host: fmt.Sprintf("h%d", i), GPUs: 8, Commands: []string{cmd}})
+		}
+		var c conform.Counts
+		if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
+			t.Errorf("%s: model and vLLM disagree: %v %v", name, err, unexpected(ds))
+		}
+	}
+}

@@ -33,6 +33,7 @@ route), process spawning (fork instead of spawn), the DP coordinator and extra A
 processes (no identity), message queues, and what follows each cut.
 """
 
+import contextlib
 import io
 import json
 import os
@@ -1206,10 +1207,13 @@ def patch_vllm(model):
 
     real_ctx = eu.zmq_socket_ctx
 
+    @contextlib.contextmanager
     def zmq_socket_ctx(path, socket_type, bind=False, **kw):
-        if bind:
-            CURRENT.extra["handshake_bind"] = path
-        return real_ctx(path, socket_type, bind=bind, **kw)
+        # Recorded once the socket is made: make_zmq_socket refuses a path it cannot split.
+        with real_ctx(path, socket_type, bind=bind, **kw) as sock:
+            if bind:
+                CURRENT.extra["handshake_bind"] = path
+            yield sock
 
     eu.zmq_socket_ctx = zmq_socket_ctx
 
