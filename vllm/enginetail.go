@@ -13,18 +13,18 @@ import (
 // engineConfigTailError is what EngineArgs.create_engine_config (vllm/engine/arg_utils.py) raises
 // from the command line after ParallelConfig(...) and before VllmConfig(...), in its order: the
 // --spec-* flags merged into --speculative-config (create_speculative_config), the
-// DiffusionConfig, --default-mm-loras for a text-only model, the LoRAConfig, the attention
-// backend override, the Mamba backend and SSU algorithm, the kernel config's autotune and IR op
-// priority overrides, the load and observability configs, the compilation config's capture-size
-// overrides and the offload config. What needs the model
-// or the device (the speculative and scheduler configs themselves, the batch defaults) is not
-// checked; the model config is a text-only model's.
+// DiffusionConfig, the SchedulerConfig, --default-mm-loras for a text-only model, the LoRAConfig,
+// the attention backend override, the Mamba backend and SSU algorithm, the kernel config's
+// autotune and IR op priority overrides, the load and observability configs, the compilation
+// config's capture-size overrides and the offload config. The speculative config itself needs
+// the draft model and is not checked; the device is an 80 GiB H100 and the model a text-only one
+// of defaultMaxModelLen tokens unless --max-model-len says otherwise (batchDefaults).
 func engineConfigTailError(a *ServeArgs) error {
 	spec, err := speculativeConfig(a)
 	if err != nil {
 		return err
 	}
-	for _, check := range []func(*ServeArgs) error{diffusionConfigError, mmLoRAsError, loraConfigError} {
+	for _, check := range []func(*ServeArgs) error{diffusionConfigError, schedulerConfigError, mmLoRAsError, loraConfigError} {
 		if err := check(a); err != nil {
 			return err
 		}
@@ -279,23 +279,90 @@ func batchDefaults(a *ServeArgs) (tokens, seqs int) {
 		}
 	}
 	if !tokensGiven {
-		maxModelLen := defaultMaxModelLen
-		if s, ok := a.lastOtherOK("--max-model-len"); ok {
-			if n, ok := humanReadableInt(s); ok {
-				if i, err := n.Int64(); err == nil && i > 0 {
-					maxModelLen = int(i)
-				}
-			}
+		maxLen := maxModelLen(a)
+		if !chunkedPrefill(a) {
+			tokens = max(maxLen, tokens)
 		}
-		if a.hasOther("--no-enable-chunked-prefill") && !a.boolFlag("--enable-chunked-prefill") {
-			tokens = max(maxModelLen, tokens)
-		}
-		tokens = min(seqs*maxModelLen, tokens)
+		tokens = min(seqs*maxLen, tokens)
 	}
 	if !seqsGiven {
 		seqs = min(seqs, tokens)
 	}
 	return tokens, seqs
+}
+
+// maxModelLen is the model's length: --max-model-len, or the model's own, which the model takes
+// as defaultMaxModelLen.
+func maxModelLen(a *ServeArgs) int {
+	if s, ok := a.lastOtherOK("--max-model-len"); ok {
+		if n, ok := humanReadableInt(s); ok {
+			if i, err := n.Int64(); err == nil && i > 0 {
+				return int(i)
+			}
+		}
+	}
+	return defaultMaxModelLen
+}
+
+// chunkedPrefill is enable_chunked_prefill: on for a generate model unless
+// --no-enable-chunked-prefill has the last word.
+func chunkedPrefill(a *ServeArgs) bool {
+	return !a.hasOther("--no-enable-chunked-prefill") || a.boolFlag("--enable-chunked-prefill")
+}
+
+// schedulerConfigError is SchedulerConfig(...) (vllm/config/scheduler.py) as create_engine_config
+// builds it: its field bounds in field order (max_num_batched_tokens ge=1,
+// max_num_scheduled_tokens ge=0, max_num_seqs ge=1, long_prefill_token_threshold ge=0, watermark
+// in [0, 1), prefill_schedule_interval and stream_interval ge=1), then __post_init__'s
+// verify_max_model_len: without chunked prefill a batch holds a whole sequence, a batch holds
+// max_num_seqs tokens, a long prefill is no longer than the model.
+func schedulerConfigError(a *ServeArgs) error {
+	tokens, seqs := batchDefaults(a)
+	var errs []string
+	add := func(e string) {
+		if e != "" {
+			errs = append(errs, e)
+		}
+	}
+	add(intBoundError("max_num_batched_tokens", tokens, 1, false))
+	if s := a.lastOther("--max-num-scheduled-tokens"); a.optionalValue("--max-num-scheduled-tokens") {
+		if n, ok := humanReadableInt(s); ok {
+			if i, err := n.Int64(); err == nil {
+				add(intBoundError("max_num_scheduled_tokens", int(i), 0, false))
+			}
+		}
+	}
+	add(intBoundError("max_num_seqs", seqs, 1, false))
+	longPrefill := 0
+	if n, err := pyInt(a.lastOther("--long-prefill-token-threshold")); err == nil && a.hasOther("--long-prefill-token-threshold") {
+		longPrefill = n
+	}
+	add(intBoundError("long_prefill_token_threshold", longPrefill, 0, false))
+	if s, ok := a.lastOtherOK("--watermark"); ok {
+		if f, err := pyFloat(s); err == nil && !math.IsNaN(f) {
+			switch {
+			case f < 0:
+				add("watermark: Input should be greater than or equal to 0 [input_value=" + pyFloatRepr(f) + "]")
+			case f >= 1:
+				add("watermark: Input should be less than 1 [input_value=" + pyFloatRepr(f) + "]")
+			}
+		}
+	}
+	add(intFieldError(a, "prefill_schedule_interval", "--prefill-schedule-interval", 1, false))
+	add(intFieldError(a, "stream_interval", "--stream-interval", 1, false))
+	if len(errs) > 0 {
+		return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("SchedulerConfig", errs)}
+	}
+	maxLen := maxModelLen(a)
+	switch {
+	case tokens < maxLen && !chunkedPrefill(a):
+		return validationError("SchedulerConfig", "max_num_batched_tokens (%d) is smaller than max_model_len (%d). This effectively limits the maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase max_num_batched_tokens or decrease max_model_len.", tokens, maxLen)
+	case tokens < seqs:
+		return validationError("SchedulerConfig", "max_num_batched_tokens (%d) must be greater than or equal to max_num_seqs (%d).", tokens, seqs)
+	case longPrefill > maxLen:
+		return validationError("SchedulerConfig", "long_prefill_token_threshold (%d) cannot be greater than the max_model_len (%d).", longPrefill, maxLen)
+	}
+	return nil
 }
 
 // attentionBackendError is --attention-backend over the attention config: not with

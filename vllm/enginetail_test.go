@@ -32,6 +32,15 @@ func TestEngineConfigChecksPastParallelConfig(t *testing.T) {
 		`--enable-lora --max-loras 4 --max-cpu-loras 0`:                                  "",
 		`--enable-lora --max-num-seqs 512 --max-num-batched-tokens 1000 --spec-tokens 1`: "ValueError: Consider increasing max_num_batched_tokens or decreasing num_speculative_tokens",
 		`--enable-lora --max-num-seqs 512 --max-num-batched-tokens 1024`:                 "",
+		// SchedulerConfig (vllm/config/scheduler.py): bounds, then verify_max_model_len.
+		`--max-num-batched-tokens 256 --max-num-seqs 512`:                                    "pydantic_core.ValidationError: 1 validation error for SchedulerConfig: Value error, max_num_batched_tokens (256) must be greater than or equal to max_num_seqs (512).",
+		`--max-num-batched-tokens 256`:                                                       "",
+		`--max-num-seqs 10000`:                                                               "pydantic_core.ValidationError: 1 validation error for SchedulerConfig: Value error, max_num_batched_tokens (8192) must be greater than or equal to max_num_seqs (10000).",
+		`--no-enable-chunked-prefill --max-num-batched-tokens 4096`:                          "pydantic_core.ValidationError: 1 validation error for SchedulerConfig: Value error, max_num_batched_tokens (4096) is smaller than max_model_len (8192).",
+		`--no-enable-chunked-prefill --max-num-batched-tokens 4096 --max-model-len 4k`:       "",
+		`--no-enable-chunked-prefill --enable-chunked-prefill --max-num-batched-tokens 4096`: "",
+		`--long-prefill-token-threshold 9000 --max-model-len 8000`:                           "pydantic_core.ValidationError: 1 validation error for SchedulerConfig: Value error, long_prefill_token_threshold (9000) cannot be greater than the max_model_len (8000).",
+		`--max-num-batched-tokens 0 --max-num-seqs 0 --watermark 1 --stream-interval 0`:      "pydantic_core.ValidationError: 4 validation errors for SchedulerConfig: max_num_batched_tokens: Input should be greater than or equal to 1 [input_value=0]; max_num_seqs: Input should be greater than or equal to 1 [input_value=0]; watermark: Input should be less than 1 [input_value=1.0]; stream_interval: Input should be greater than or equal to 1 [input_value=0]",
 		// The batch defaults (an 80 GiB H100 serving the API): 8192 tokens, 1024 sequences.
 		`--enable-lora --spec-tokens 7`:                                                                                "",
 		`--enable-lora --speculative-config '{"num_speculative_tokens": 8}'`:                                           "ValueError: Consider increasing",

@@ -324,6 +324,11 @@ type argParser struct {
 }
 
 func (p *argParser) run() error {
+	words, err := flexibleDotted(p.words, flagIndexOf(p.args.Entrypoint))
+	if err != nil {
+		return err
+	}
+	p.words = words
 	onlyPositionals := false
 	for p.pos < len(p.words) {
 		w := p.words[p.pos]
@@ -468,6 +473,82 @@ var (
 	jsonStrings = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`"(?:[^"\\]|\\.)*"`) })
 	humanToken  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\b\d+(?:\.\d+)?[kKmMgGtT]\b`) })
 )
+
+// flexibleDotted is FlexibleArgumentParser.parse_args' (vllm/utils/argparse_utils.py) reading of
+// dotted config keys before argparse sees any word: a word that starts with '-' and has a '.' in
+// its name (before any '='; -O words are optimization levels) is a key, and the next word is its
+// value whatever it is — so a negative fraction given as a value is a key too ("--watermark
+// -0.5"), and a key last on the line has no value: IndexError. The keys and their values leave
+// their places for the end of the line, where argparse reads them: a key of an option the parser
+// knows goes on as written (argParser.option merges its keys); the keys of any other name go as
+// that name and one JSON object of them, which argparse then reads as what they look like ("-0
+// {"5": "--seed"}").
+func flexibleDotted(words []string, table flagTable) ([]string, error) {
+	var kept, known []string
+	var unknown []string
+	merged := map[string]map[string]any{}
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		name, _, hasEq := strings.Cut(w, "=")
+		if !strings.HasPrefix(w, "-") || strings.HasPrefix(w, "-O") && w != "-O" || !strings.Contains(name, ".") {
+			kept = append(kept, w)
+			continue
+		}
+		word := []string{w}
+		val := ""
+		if hasEq {
+			_, val, _ = strings.Cut(w, "=")
+		} else {
+			if i+1 >= len(words) {
+				return nil, &PyError{Type: "IndexError", Msg: "list index out of range"}
+			}
+			i++
+			val = words[i]
+			word = append(word, val)
+		}
+		base, key, _ := strings.Cut(name, ".")
+		lookup := base
+		if strings.HasPrefix(base, "--") {
+			lookup = strings.ReplaceAll(base, "_", "-")
+		}
+		if _, ok := table.index[lookup]; ok || strings.HasPrefix(base, "--") && uniquePrefix(table, lookup) {
+			known = append(known, word...)
+			continue
+		}
+		var v any = val
+		if d, err := decodeJSON(val); err == nil {
+			v = d
+		} else if n, ok := humanReadableInt(val); ok {
+			v = n
+		}
+		parts := strings.Split(key, ".")
+		for k := len(parts) - 1; k >= 0; k-- {
+			v = map[string]any{parts[k]: v}
+		}
+		if merged[base] == nil {
+			merged[base] = map[string]any{}
+			unknown = append(unknown, base)
+		}
+		mergeDict(merged[base], v.(map[string]any))
+	}
+	out := append(kept, known...)
+	for _, base := range unknown {
+		out = append(out, base, pyJSONDumps(merged[base]))
+	}
+	return out, nil
+}
+
+// uniquePrefix reports whether exactly one long option starts with prefix (argparse's
+// allow_abbrev).
+func uniquePrefix(table flagTable, prefix string) bool {
+	n := 0
+	for _, name := range table.order {
+		if strings.HasPrefix(name, "--") && strings.HasPrefix(name, prefix) {
+			n++
+		}
+	}
+	return n == 1
+}
 
 // negativeNumber is argparse's _negative_number_matcher: since no option looks like a negative
 // number, such a word is a value ("--seed -1").

@@ -359,6 +359,12 @@ func TestParseServeRejects(t *testing.T) {
 		{"empty", "   ", []string{"empty command"}},
 		{"config file", "vllm serve m --config c.yaml", []string{"--config", "c.yaml"}},
 		{"dotted key on a non-JSON flag (FlexibleArgumentParser passes the keys as JSON text)", "vllm serve m --tensor-parallel-size.x 1", []string{"--tensor-parallel-size/-tp", `invalid int value: '{"x": 1}'`}},
+		// FlexibleArgumentParser (vllm/utils/argparse_utils.py) takes any '-' word with a '.' for a
+		// dotted key and the next word for its value before argparse runs.
+		{"a dotted word last on the line", "vllm serve m --kv-transfer-config.kv_role", []string{"IndexError", "list index out of range"}},
+		{"a negative fraction last on the line", "vllm serve m --watermark -0.5", []string{"IndexError", "list index out of range"}},
+		{"a negative fraction as a value", "vllm serve m --watermark -0.5 --seed 3", []string{"unrecognized arguments: -0 {\"5\": \"--seed\"}"}},
+		{"a dotted word of no option", "vllm serve m -x.y.z 1k --seed 1", []string{`unrecognized arguments: -x {"y": {"z": 1000}}`}},
 		{"unterminated single quote", "vllm serve m --kv-transfer-config '{", []string{"unterminated single quote"}},
 		{"unterminated double quote", `vllm serve "m`, []string{"unterminated double quote"}},
 		{"trailing backslash", `vllm serve m \`, []string{"backslash at end"}},

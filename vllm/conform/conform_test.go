@@ -374,6 +374,18 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		"-tp 2 --offload-backend prefetch --offload-group-size 2 --offload-prefetch-step 0",
 		"-tp 2 --offload-group-size -1 --offload-num-in-group 0 --safetensors-prefetch-num-threads 0",
 		"-tp 2 --load-format tensorizer --model-loader-extra-config s3://bucket --cpu-offload-gb -2",
+		// SchedulerConfig (vllm/config/scheduler.py): bounds, then verify_max_model_len.
+		"-tp 2 --max-num-batched-tokens 256 --max-num-seqs 512",
+		"-tp 2 --max-num-seqs 10000",
+		"-tp 2 --no-enable-chunked-prefill --max-num-batched-tokens 4096 --max-model-len 8k",
+		"-tp 2 --long-prefill-token-threshold 9000 --max-model-len 8000",
+		"-tp 2 --max-num-batched-tokens 0 --max-num-seqs 0 --max-num-scheduled-tokens -1 --long-prefill-token-threshold -1 --watermark 1 --prefill-schedule-interval 0 --stream-interval 0",
+		"-tp 2 --watermark -0.5 --seed 3",
+		// FlexibleArgumentParser reads a last word with '-' and '.' as a dotted key without value.
+		"-tp 2 --watermark -0.5",
+		"-tp 2 --kv-transfer-config.kv_role",
+		"-tp 2 -x.y.z 1k --seed 1",
+		"-tp 2 -cc.mode 3 --gpu-memory-utilization -0.5 --kv-transfer.kv_role kv_both",
 	} {
 		d := vllm.Deployment{Name: "config-texts", Profile: snapshotProfile(t), Seed: "config-texts",
 			Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},

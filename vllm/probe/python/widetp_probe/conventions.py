@@ -361,13 +361,6 @@ class SpeculativeConfigStandIn:
             self.num_speculative_tokens = 1
 
 
-class SchedulerConfigStandIn:
-    """SchedulerConfig(...): a record of its arguments (its checks need the model's length)."""
-
-    def __init__(self, **kwargs):
-        self.__dict__.update(kwargs)
-
-
 # The GPU a simulated node has, where vLLM's defaults depend on it (EngineArgs.get_batch_defaults):
 # an 80 GiB H100, as the model takes it (vllm/enginetail.go batchDefaults).
 GPU_MEMORY = 80 << 30

@@ -840,10 +840,11 @@ def patch_vllm(model):
 
     # Past ParallelConfig(...), create_engine_config runs for real up to VllmConfig(...), where it
     # is cut (its keyword arguments are the configs it built), with stand-ins for what needs the
-    # model: the speculative config and the scheduler config are records of their arguments (the
-    # speculative flags' merge with --speculative-config runs); the batch defaults are vLLM's for
-    # an 80 GiB H100. The command line's own checks there run: LoRA, attention, Mamba, kernel, IR
-    # op priority, load, observability, compilation and offload configs.
+    # model: the speculative config is a record of its arguments (the speculative flags' merge
+    # with --speculative-config runs); the batch defaults are vLLM's for an 80 GiB H100, the
+    # scheduler config vLLM's for the stood-in model. The command line's own checks there run:
+    # scheduler, LoRA, attention, Mamba, kernel, IR op priority, load, observability,
+    # compilation and offload configs.
     real_speculative = _original(au.EngineArgs, "create_speculative_config")
 
     def speculative_config(self, target_model_config=None, target_parallel_config=None, **kw):
@@ -871,18 +872,13 @@ def patch_vllm(model):
     au.EngineArgs._set_default_max_num_seqs_and_batched_tokens_args = batch_defaults
     real_create = _original(au.EngineArgs, "create_engine_config")
     real_vllm_config = _original(au, "VllmConfig")
-    real_scheduler_config = _original(au, "SchedulerConfig")
-    for name in dir(real_scheduler_config):  # its class constants (the batch defaults read them)
-        if name.isupper():
-            setattr(conventions.SchedulerConfigStandIn, name, getattr(real_scheduler_config, name))
 
     def vllm_config_then_stop(**kwargs):
         raise _ConfigBuilt(kwargs["parallel_config"])
 
     def create_engine_config(self, usage_context=None, headless=False):
-        # Only while it runs: the parser reads both classes' fields.
+        # Only while it runs: the parser reads the class's fields.
         au.VllmConfig = vllm_config_then_stop
-        au.SchedulerConfig = conventions.SchedulerConfigStandIn
         try:
             real_create(self, usage_context=usage_context, headless=headless)
         except _ConfigBuilt as built:
@@ -902,7 +898,6 @@ def patch_vllm(model):
             return cfg
         finally:
             au.VllmConfig = real_vllm_config
-            au.SchedulerConfig = real_scheduler_config
         raise RuntimeError("create_engine_config returned without building a ParallelConfig")
 
     au.EngineArgs.create_engine_config = create_engine_config
