@@ -575,3 +575,24 @@ func TestEmptyDataParallelAddressMatchesVLLM(t *testing.T) {
 		}
 	}
 }
+
+// With a tensorizer load format create_load_config gives the model loader the model's name as its
+// directory (vllm/engine/arg_utils.py), and the Rust front end's manager then writes the
+// non-default arguments as JSON (vllm/v1/utils.py RustFrontendProcessManager): the probe's model
+// name is the command's (huggingface_hub is stood in; HF_HUB_OFFLINE would have it resolved to a
+// snapshot), and both planners start the launch.
+func TestTensorizerLoadFormatMatchesVLLM(t *testing.T) {
+	p := planner(t)
+	const m = "deepseek-ai/DeepSeek-V3"
+	for _, cmd := range []string{
+		"vllm serve " + m + " -tp 2 --load-format tensorizer",
+		"VLLM_USE_RUST_FRONTEND=1 VLLM_RUST_FRONTEND_PATH=/opt/vllm-rs/bin/vllm-rs vllm serve " + m + " -tp 2 -dp 2 --load-format tensorizer",
+	} {
+		d := vllm.Deployment{Name: "tensorizer", Profile: snapshotProfile(t), Seed: "tensorizer",
+			Model: vllm.Model{Name: m, MoE: true}, Nodes: []vllm.Node{{Host: "h0", GPUs: 8, Commands: []string{cmd}}}}
+		var c conform.Counts
+		if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
+			t.Errorf("%s: model and vLLM disagree: %v %v", cmd, err, unexpected(ds))
+		}
+	}
+}

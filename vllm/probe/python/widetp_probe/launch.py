@@ -834,7 +834,16 @@ def _original(obj, name):
 
 
 def patch_vllm(model):
+    import huggingface_hub
+
     import vllm.engine.arg_utils as au
+
+    # huggingface_hub is stood in, and its HF_HUB_OFFLINE with it (truthy): EngineArgs.__post_init__
+    # would resolve the model id to a local snapshot (get_model_path). The simulated host has no
+    # model cache; the model stays its id, as online.
+    constants = huggingface_hub.constants
+    constants.HF_HUB_OFFLINE = False
+    huggingface_hub.constants = constants
     au.maybe_override_with_speculators = lambda model, tokenizer, revision=None, trust_remote_code=False, vllm_speculative_config=None, **kw: (model, tokenizer, vllm_speculative_config)
     au.EngineArgs.create_model_config = lambda self: conventions.ModelConfigStandIn(self, model)
 
