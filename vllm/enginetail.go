@@ -3,6 +3,7 @@ package vllm
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -62,6 +63,9 @@ func optionalJSON(a *ServeArgs, flag string) any {
 // SpeculativeConfig(...) would be built from; nil without one.
 func speculativeConfig(a *ServeArgs) (map[string]any, error) {
 	cfg := optionalJSON(a, "--speculative-config")
+	if m, ok := cfg.(map[string]any); ok {
+		cfg = maps.Clone(m) // the flags go into vLLM's copy, not the command line's
+	}
 	for _, f := range []struct{ flag, key string }{
 		{"--spec-method", "method"}, {"--spec-model", "model"}, {"--spec-tokens", "num_speculative_tokens"},
 	} {
