@@ -25,10 +25,10 @@ Cut points (where vLLM's code runs from and to, per process):
   KV connector (ensure_kv_transfer_initialized's engine_id sync and the connector's identity).
 
 Stood in, and why (none of it decides identity): the Hugging Face model config (is_moe comes
-from the scenario; a text-only model), what create_engine_config builds from the model or the
-device past ParallelConfig(...) (the speculative and scheduler configs, the batch defaults; the
-rest of it runs, up to VllmConfig(...), which is stood in but for its field validation and the
-KV connector part of __post_init__, see kvconfig), the network (server sockets, get_ip's probe of a
+from the scenario; a text-only model of --max-model-len tokens, else 8192), the speculative config
+past ParallelConfig(...) (it needs the draft model; the rest of create_engine_config runs, with
+the device an 80 GiB H100, up to VllmConfig(...), which is stood in but for its field validation
+and the KV connector part of __post_init__, see kvconfig), the network (server sockets, get_ip's probe of a
 route), process spawning (fork instead of spawn), the DP coordinator and extra API server
 processes (no identity), message queues, and what follows each cut.
 """
