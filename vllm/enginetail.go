@@ -72,8 +72,8 @@ func speculativeConfig(a *ServeArgs) (map[string]any, error) {
 		var value any
 		switch {
 		case f.flag == "--spec-tokens" && a.hasOther(f.flag):
-			n, err := pyInt(a.lastOther(f.flag))
-			if err != nil {
+			n, ok := intFlag(a, f.flag)
+			if !ok {
 				continue // the parser refused it
 			}
 			value = json.Number(fmt.Sprint(n))
@@ -195,20 +195,16 @@ func loraConfigError(a *ServeArgs) error {
 	if !a.boolFlag("--enable-lora") {
 		return nil
 	}
-	maxLoRAs := 1
-	if s, ok := a.lastOtherOK("--max-loras"); ok {
-		if n, err := pyInt(s); err == nil {
-			maxLoRAs = n
-		}
+	maxLoRAs, given := intFlag(a, "--max-loras")
+	if !given {
+		maxLoRAs = 1
 	}
 	if e := intBoundError("max_loras", maxLoRAs, 1, false); e != "" {
 		return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("LoRAConfig", []string{e})}
 	}
-	if s := a.lastOther("--max-cpu-loras"); a.optionalValue("--max-cpu-loras") {
-		if n, err := pyInt(s); err == nil && n > 0 && n < maxLoRAs {
-			return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("LoRAConfig",
-				[]string{fmt.Sprintf("Value error, max_cpu_loras (%d) must be >= max_loras (%d).", n, maxLoRAs)})}
-		}
+	if n, ok := intFlag(a, "--max-cpu-loras"); ok && n > 0 && n < maxLoRAs {
+		return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("LoRAConfig",
+			[]string{fmt.Sprintf("Value error, max_cpu_loras (%d) must be >= max_loras (%d).", n, maxLoRAs)})}
 	}
 	return nil
 }
@@ -256,19 +252,13 @@ const (
 // --performance-mode throughput; defaulted tokens hold a whole sequence without chunked prefill
 // and at most max_num_seqs of them; defaulted sequences are no more than the tokens.
 func batchDefaults(a *ServeArgs) (tokens, seqs int) {
-	tokens, tokensGiven := defaultBatchedTokens, false
-	if s, ok := a.lastOtherOK("--max-num-batched-tokens"); ok {
-		if n, ok := humanReadableInt(s); ok {
-			if i, err := n.Int64(); err == nil {
-				tokens, tokensGiven = int(i), true
-			}
-		}
+	tokens, tokensGiven := intFlag(a, "--max-num-batched-tokens")
+	if !tokensGiven {
+		tokens = defaultBatchedTokens
 	}
-	seqs, seqsGiven := defaultMaxNumSeqs, false
-	if s, ok := a.lastOtherOK("--max-num-seqs"); ok {
-		if n, err := pyInt(s); err == nil {
-			seqs, seqsGiven = n, true
-		}
+	seqs, seqsGiven := intFlag(a, "--max-num-seqs")
+	if !seqsGiven {
+		seqs = defaultMaxNumSeqs
 	}
 	if !tokensGiven && a.EnableExpertParallel && a.DataParallelSize > 1 &&
 		slices.Contains([]string{"deepep_low_latency", "nixl_ep"}, a.lastOther("--all2all-backend")) {
@@ -298,14 +288,30 @@ func batchDefaults(a *ServeArgs) (tokens, seqs int) {
 // maxModelLen is the model's length: --max-model-len, or the model's own, which the model takes
 // as defaultMaxModelLen.
 func maxModelLen(a *ServeArgs) int {
-	if s, ok := a.lastOtherOK("--max-model-len"); ok {
-		if n, ok := humanReadableInt(s); ok {
-			if i, err := n.Int64(); err == nil && i > 0 {
-				return int(i)
-			}
-		}
+	if n, ok := intFlag(a, "--max-model-len"); ok && n > 0 {
+		return n
 	}
 	return defaultMaxModelLen
+}
+
+// intFlag is an int option's value as its type read it (int(), or human_readable_int for the
+// catalog's human_int options), and whether it has one: not when absent, nor for an
+// optional_type option's "" or "None".
+func intFlag(a *ServeArgs, flag string) (int, bool) {
+	s, ok := a.lastOtherOK(flag)
+	if !ok || s == "" || s == "None" {
+		return 0, false
+	}
+	if ref, ok := serveIndex().index[flag]; ok && strings.HasPrefix(ref.spec.opt.Type, "human_int") {
+		if n, ok := humanReadableInt(s); ok {
+			if i, err := n.Int64(); err == nil {
+				return int(i), true
+			}
+		}
+		return 0, false
+	}
+	n, err := pyInt(s)
+	return n, err == nil
 }
 
 // chunkedPrefill is enable_chunked_prefill: on for a generate model unless
@@ -329,18 +335,11 @@ func schedulerConfigError(a *ServeArgs) error {
 		}
 	}
 	add(intBoundError("max_num_batched_tokens", tokens, 1, false))
-	if s := a.lastOther("--max-num-scheduled-tokens"); a.optionalValue("--max-num-scheduled-tokens") {
-		if n, ok := humanReadableInt(s); ok {
-			if i, err := n.Int64(); err == nil {
-				add(intBoundError("max_num_scheduled_tokens", int(i), 0, false))
-			}
-		}
+	if n, ok := intFlag(a, "--max-num-scheduled-tokens"); ok {
+		add(intBoundError("max_num_scheduled_tokens", n, 0, false))
 	}
 	add(intBoundError("max_num_seqs", seqs, 1, false))
-	longPrefill := 0
-	if n, err := pyInt(a.lastOther("--long-prefill-token-threshold")); err == nil && a.hasOther("--long-prefill-token-threshold") {
-		longPrefill = n
-	}
+	longPrefill, _ := intFlag(a, "--long-prefill-token-threshold")
 	add(intBoundError("long_prefill_token_threshold", longPrefill, 0, false))
 	if s, ok := a.lastOtherOK("--watermark"); ok {
 		if f, err := pyFloat(s); err == nil && !math.IsNaN(f) {
@@ -510,13 +509,9 @@ func loadConfigError(a *ServeArgs) error {
 	if e := intFieldError(a, "safetensors_prefetch_num_threads", "--safetensors-prefetch-num-threads", 1, false); e != "" {
 		errs = append(errs, e)
 	}
-	if s, ok := a.lastOtherOK("--safetensors-prefetch-block-size"); ok {
-		if n, ok := humanReadableInt(s); ok {
-			if i, err := n.Int64(); err == nil {
-				if e := intBoundError("safetensors_prefetch_block_size", int(i), 1, false); e != "" {
-					errs = append(errs, e)
-				}
-			}
+	if n, ok := intFlag(a, "--safetensors-prefetch-block-size"); ok {
+		if e := intBoundError("safetensors_prefetch_block_size", n, 1, false); e != "" {
+			errs = append(errs, e)
 		}
 	}
 	if len(errs) > 0 {
@@ -609,7 +604,7 @@ func offloadConfigError(a *ServeArgs) error {
 		}
 	}
 	intOr := func(flag string, def int) int {
-		if n, err := pyInt(a.lastOther(flag)); err == nil && a.hasOther(flag) {
+		if n, ok := intFlag(a, flag); ok {
 			return n
 		}
 		return def

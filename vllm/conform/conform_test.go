@@ -85,6 +85,15 @@ func eachProcess(plans []*vllm.NodePlan, fn func(*vllm.ProcessPlan)) {
 	}
 }
 
+// agreeOn reports where the model and vLLM's own code (the planner p) disagree on d, under what.
+func agreeOn(t *testing.T, p *probe.Planner, d vllm.Deployment, what string) {
+	t.Helper()
+	var c conform.Counts
+	if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
+		t.Errorf("%s: model and vLLM disagree: %v %v", what, err, unexpected(ds))
+	}
+}
+
 func unexpected(ds []conform.Disagreement) []string {
 	var out []string
 	for _, d := range ds {
@@ -287,10 +296,7 @@ func TestAPIServerCountZeroRunsTheHeadlessLauncher(t *testing.T) {
 	if len(top.Children) != 2 {
 		t.Errorf("the headless launcher starts %d engine cores, want 2", len(top.Children))
 	}
-	var c conform.Counts
-	if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
-		t.Errorf("model and vLLM disagree: %v %v", err, unexpected(ds))
-	}
+	agreeOn(t, p, d, d.Name)
 }
 
 // Launches that fail ParallelConfig's field constraints, or create_engine_config's assert on the
@@ -390,10 +396,7 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		d := vllm.Deployment{Name: "config-texts", Profile: snapshotProfile(t), Seed: "config-texts",
 			Model: vllm.Model{Name: "deepseek-ai/DeepSeek-V3", MoE: true},
 			Nodes: []vllm.Node{{Host: "h0", GPUs: 8, Commands: []string{"vllm serve deepseek-ai/DeepSeek-V3 " + line}}}}
-		var c conform.Counts
-		if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
-			t.Errorf("%s: model and vLLM disagree: %v %v", line, err, unexpected(ds))
-		}
+		agreeOn(t, p, d, line)
 	}
 }
 
@@ -569,10 +572,7 @@ func TestEmptyDataParallelAddressMatchesVLLM(t *testing.T) {
 		for i, cmd := range nodes {
 			d.Nodes = append(d.Nodes, vllm.Node{Host: fmt.Sprintf("h%d", i), GPUs: 8, Commands: []string{cmd}})
 		}
-		var c conform.Counts
-		if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
-			t.Errorf("%s: model and vLLM disagree: %v %v", name, err, unexpected(ds))
-		}
+		agreeOn(t, p, d, name)
 	}
 }
 
@@ -590,9 +590,6 @@ func TestTensorizerLoadFormatMatchesVLLM(t *testing.T) {
 	} {
 		d := vllm.Deployment{Name: "tensorizer", Profile: snapshotProfile(t), Seed: "tensorizer",
 			Model: vllm.Model{Name: m, MoE: true}, Nodes: []vllm.Node{{Host: "h0", GPUs: 8, Commands: []string{cmd}}}}
-		var c conform.Counts
-		if ds, err := conform.Deployment(context.Background(), d, p, &c); err != nil || len(ds) > 0 {
-			t.Errorf("%s: model and vLLM disagree: %v %v", cmd, err, unexpected(ds))
-		}
+		agreeOn(t, p, d, cmd)
 	}
 }
