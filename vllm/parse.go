@@ -515,12 +515,7 @@ func flexibleDotted(words []string, table flagTable) ([]string, error) {
 			known = append(known, word...)
 			continue
 		}
-		var v any = val
-		if d, err := decodeJSON(val); err == nil {
-			v = d
-		} else if n, ok := humanReadableInt(val); ok {
-			v = n
-		}
+		key, v := dottedValue(key, val)
 		parts := strings.Split(key, ".")
 		for k := len(parts) - 1; k >= 0; k-- {
 			v = map[string]any{parts[k]: v}
@@ -536,6 +531,27 @@ func flexibleDotted(words []string, table flagTable) ([]string, error) {
 		out = append(out, base, pyJSONDumps(merged[base]))
 	}
 	return out, nil
+}
+
+// dottedValue is FlexibleArgumentParser's value for a dotted key: a key ending in "+" takes a
+// comma-separated list (and loses its "+"); any other what json.loads reads, else
+// human_readable_int's integer, else the text itself.
+func dottedValue(key, val string) (string, any) {
+	if k, ok := strings.CutSuffix(key, "+"); ok {
+		items := strings.Split(val, ",")
+		list := make([]any, len(items))
+		for i, it := range items {
+			list[i] = it
+		}
+		return k, list
+	}
+	if v, err := decodeJSON(val); err == nil {
+		return key, v
+	}
+	if n, ok := humanReadableInt(val); ok {
+		return key, n
+	}
+	return key, val
 }
 
 // uniquePrefix reports whether exactly one long option starts with prefix (argparse's
@@ -934,22 +950,7 @@ func (p *argParser) setSize(flag string, n int) bool {
 // list that extends a list already given; all keys of one flag merge into one object
 // (recursive_dict_update: nested objects merge, lists extend, anything else is replaced).
 func (p *argParser) dotted(spec *flagSpec, key, val string) error {
-	var decoded any
-	if strings.HasSuffix(key, "+") {
-		key = strings.TrimSuffix(key, "+")
-		items := strings.Split(val, ",")
-		list := make([]any, len(items))
-		for i, it := range items {
-			list[i] = it
-		}
-		decoded = list
-	} else if v, err := decodeJSON(val); err == nil {
-		decoded = v
-	} else if n, ok := humanReadableInt(val); ok {
-		decoded = n
-	} else {
-		decoded = val
-	}
+	key, decoded := dottedValue(key, val)
 	if key == "" || strings.HasPrefix(key, ".") || strings.HasSuffix(key, ".") || strings.Contains(key, "..") {
 		return &ArgError{Flag: spec.display(), Value: key, Reason: fmt.Sprintf("invalid key %q", key)}
 	}
