@@ -385,8 +385,8 @@ func attentionBackendError(a *ServeArgs) error {
 		}
 	}
 	typ := configFieldSchema("--attention-config", "backend")
-	if typ == nil || typ.T != "before" {
-		return nil
+	if typ == nil || typ.T != "before" || !ModelsValidator(typ.Fn) {
+		return nil // a catalog whose backend field the model cannot read takes any name
 	}
 	if r := beforeValidators[typ.Fn](name, typ.S); r.valueError != "" {
 		return &PyError{Type: "ValueError", Msg: r.valueError}
