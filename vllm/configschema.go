@@ -515,8 +515,8 @@ func enumByName(v any, typ *configSchema, what string) beforeResult {
 	for typ != nil && typ.T == "nullable" {
 		typ = typ.S
 	}
-	if !ok || typ == nil || typ.T != "enum" {
-		return beforeResult{}
+	if !ok || typ == nil || typ.T != "enum" || len(typ.Names) == 0 {
+		return beforeResult{} // (a catalog without the enum's names cannot tell)
 	}
 	name = strings.ToUpper(name)
 	if slices.Contains(typ.Names, name) {
