@@ -447,21 +447,19 @@ var beforeValidators = map[string]func(v any, typ *configSchema) beforeResult{
 	"AttentionConfig.validate_mla_prefill_backend_before": func(v any, typ *configSchema) beforeResult {
 		return enumByName(v, typ, "MLA prefill backend")
 	},
-	// vllm/config/attention.py: a mapping's keys must be KVCacheSpecKind values (the first that
-	// is not is the ValueError), its text values are backends by name as for backend.
+	// vllm/config/attention.py: entry by entry, a key must be a KVCacheSpecKind value and a text
+	// value a backend by name as for backend (the first that is not is the ValueError).
 	"AttentionConfig.validate_backend_per_kind_before": func(v any, typ *configSchema) beforeResult {
 		m, ok := v.(map[string]any)
 		if !ok || typ == nil || typ.T != "dict" {
 			return beforeResult{}
 		}
-		kinds := slices.Sorted(slices.Values(kvCacheSpecKinds))
-		for _, kind := range sortedKeys(m) {
-			if !slices.Contains(kvCacheSpecKinds, kind) {
-				return beforeResult{valueError: fmt.Sprintf("Unknown KV cache group kind '%s' in backend_per_kind. Valid kinds are: %s.", kind, strings.Join(kinds, ", "))}
-			}
-		}
 		out := make(map[string]any, len(m))
 		for _, kind := range sortedKeys(m) {
+			if !slices.Contains(kvCacheSpecKinds, kind) {
+				kinds := slices.Sorted(slices.Values(kvCacheSpecKinds))
+				return beforeResult{valueError: fmt.Sprintf("Unknown KV cache group kind '%s' in backend_per_kind. Valid kinds are: %s.", kind, strings.Join(kinds, ", "))}
+			}
 			r := enumByName(m[kind], typ.S, "attention backend")
 			if r.valueError != "" {
 				return r

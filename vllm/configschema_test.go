@@ -70,6 +70,7 @@ func TestConfigFieldTypesAndBounds(t *testing.T) {
 		{`-ac '{"backend": 3}'`, "1 validation error for AttentionConfig", "backend: Input should be 'vllm.v1.attention.backends.flash_attn.FlashAttentionBackend', "},
 		{`-ac '{"backend_per_kind": {"mamba": "triton_attn", "full_attention": "FLASHINFER"}}'`, "", ""},
 		{`-ac '{"backend_per_kind": {"mamba": "triton_attn", "nope": "flashinfer"}}'`, "1 validation error for AttentionConfig", "backend_per_kind: Value error, Unknown KV cache group kind 'nope' in backend_per_kind. Valid kinds are: chunked_local_attention, cross_attention, "},
+		{`-ac '{"backend_per_kind": {"full_attention": "nope", "zzz": "flashinfer"}}'`, "1 validation error for AttentionConfig", "backend_per_kind: Value error, Unknown attention backend: 'NOPE'."},
 		{`-ac '{"backend_per_kind": {"mamba": "nope"}}'`, "1 validation error for AttentionConfig", "backend_per_kind: Value error, Unknown attention backend: 'NOPE'."},
 		{`-ac '{"backend_per_kind": {"mamba": 3}}'`, "1 validation error for AttentionConfig", "backend_per_kind.mamba: Input should be 'vllm.v1.attention.backends.flash_attn.FlashAttentionBackend', "},
 		{`--kernel-config '{"moe_backend": "Deep-Gemm", "linear_backend": "AUTO"}'`, "", ""},

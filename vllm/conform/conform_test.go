@@ -343,6 +343,7 @@ func TestConfigValidationTextsMatchVLLM(t *testing.T) {
 		"-tp 2 -ac.mla_prefill_backend nope",
 		`-tp 2 -ac '{"backend_per_kind":{"full_attention":"flash_attn","zzz":"flashinfer"}}'`,
 		`-tp 2 -ac '{"backend_per_kind":{"mamba":"nope"}}'`,
+		`-tp 2 -ac '{"backend_per_kind":{"full_attention":"nope","zzz":"flashinfer"}}'`,
 		`-tp 2 -ac '{"backend_per_kind":{"mamba":3,"sliding_window":"triton_attn"}}'`,
 		`-tp 2 --kernel-config '{"moe_backend":"Deep-Gemm","linear_backend":"Bogus-X"}'`,
 		"-tp 2 --kernel-config.moe_backend Bogus",
