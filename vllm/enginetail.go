@@ -71,10 +71,10 @@ func speculativeConfig(a *ServeArgs) (map[string]any, error) {
 	} {
 		var value any
 		switch {
-		case f.flag == "--spec-tokens" && a.hasOther(f.flag):
+		case f.flag == "--spec-tokens":
 			n, ok := intFlag(a, f.flag)
 			if !ok {
-				continue // the parser refused it
+				continue // not given
 			}
 			value = json.Number(fmt.Sprint(n))
 		case f.flag != "--spec-tokens" && a.optionalValue(f.flag):
