@@ -83,6 +83,24 @@ func (s *sequencer) advanceAddrLocked() {
 	}
 }
 
+// hostBoundLocked: every address step of the host's plan, at every stage, happened or its
+// process died.
+func (s *sequencer) hostBoundLocked() bool {
+	for _, ss := range s.addr {
+		if ss.next < len(ss.order) {
+			return false
+		}
+	}
+	return true
+}
+
+// HostBound waits until every address step the host's plan has, at every stage, happened or its
+// process died: what a request finds once the deployment serves.
+func (c *seqClient) HostBound(ctx context.Context, bound time.Duration) error {
+	_, err := c.await(ctx, seqRequest{Op: "host-bound"}, bound)
+	return err
+}
+
 // AddrTurn waits for this process's bind turn at stage st and returns the host's bind order.
 func (c *seqClient) AddrTurn(ctx context.Context, st vllm.Stage, bound time.Duration) (int, error) {
 	rep, err := c.await(ctx, seqRequest{Op: "addr-turn", Stage: st}, bound)

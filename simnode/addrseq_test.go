@@ -71,3 +71,45 @@ func TestAddressBindsFollowStepOrder(t *testing.T) {
 		t.Error("a turn at a stage where the plan binds nothing was granted")
 	}
 }
+
+// TestHostBoundWaitsForEveryStage: HostBound answers once every address step of the host, at
+// every stage, happened or its process died — not before a later stage's binder bound.
+func TestHostBoundWaitsForEveryStage(t *testing.T) {
+	plan := &vllm.NodePlan{Host: "h", Commands: []*vllm.ProcessPlan{
+		plain("a", addrBinder("a/ec", vllm.StageConnectorInit, addrBinder("a/ec/w0", vllm.StageEngineInit))),
+		plain("b", addrBinder("b/ec", vllm.StageConnectorInit)),
+	}}
+	s := startSequencer(t, plan)
+	w0, ec, b := hello(t, s, "a/ec/w0"), hello(t, s, "a/ec"), hello(t, s, "b/ec")
+	done := make(chan error, 1)
+	go func() { done <- w0.HostBound(context.Background(), seqBound) }()
+	if !s.await(func() bool { return len(s.hostBound) == 1 }, seqBound) {
+		t.Fatal("the HostBound request never arrived")
+	}
+	step := func(c *seqClient, st vllm.Stage) {
+		t.Helper()
+		if _, err := c.AddrTurn(context.Background(), st, seqBound); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddrBound(st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step(w0, vllm.StageEngineInit)
+	step(ec, vllm.StageConnectorInit)
+	if !s.await(func() bool { return s.addr[vllm.StageConnectorInit].next == 1 }, seqBound) {
+		t.Fatal("a/ec's bind was not recorded")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("HostBound answered (%v) before b/ec bound", err)
+	default:
+	}
+	// b/ec dies before its bind: nothing is left to wait for.
+	if err := b.Exited("b/ec"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("HostBound: %v", err)
+	}
+}

@@ -64,6 +64,10 @@ func (d deployment) run(t *testing.T) *outcome {
 		cfg.Commands = h.commands
 		cfg.Model = simnode.Model{Name: d.model.Name, MoE: d.model.MoE}
 		cfg.Profile = []byte(`"` + d.profile + `"`)
+		// Every node knows the whole deployment, as the harness tells it (its peers' commands).
+		for _, m := range d.hosts {
+			cfg.Deployment = append(cfg.Deployment, simnode.DeploymentNode{Host: m.name, GPUs: d.gpus, Commands: m.commands})
+		}
 		if d.timeouts.Rendezvous != 0 {
 			cfg.Timeouts = d.timeouts
 		}
@@ -378,5 +382,25 @@ func TestSegmentPortsAsPredicted(t *testing.T) {
 	}
 	if n != 16 {
 		t.Errorf("%d workers with a predicted segment, want 16", n)
+	}
+}
+
+// TestDialsWaitForTheirHostsBinds: vLLM's NIXL workers dial a peer's side channel only when a
+// request names it, after the deployment came up. A decode deployment whose side-channel host is
+// left at localhost (VLLM_NIXL_SIDE_CHANNEL_HOST) dials its prefiller at localhost:5600, where its
+// own engine core's handshake listener answers (address-misrouted); that listener binds after the
+// workers are up (Scheduler.__init__ builds the connector after the executor), so a worker that
+// dialled as soon as it was up would find nobody there and report the peer unreachable instead.
+func TestDialsWaitForTheirHostsBinds(t *testing.T) {
+	pd := func(role string) string {
+		return `'{"kv_connector":"NixlConnector","kv_role":"` + role + `"}'`
+	}
+	o := deployment{profile: "main", model: vllm.Model{Name: "meta-llama/Llama-3.1-8B-Instruct"}, gpus: 8, hosts: []host{
+		{name: "pd0", ip: "127.0.0.41", commands: []string{"vllm serve meta-llama/Llama-3.1-8B-Instruct -dp 2 --port 8100 --data-parallel-address pd0 --kv-transfer-config " + pd("kv_producer")}},
+		{name: "pd1", ip: "127.0.0.42", commands: []string{"vllm serve meta-llama/Llama-3.1-8B-Instruct -dp 2 --port 8200 --data-parallel-address pd1 --kv-transfer-config " + pd("kv_consumer")}},
+	}}.run(t)
+	o.agreesWithPrediction(t)
+	if got := kinds(records(o.observed)); !slices.Contains(got, report.AddressMisrouted) {
+		t.Errorf("no dial was answered by the decode host's own listener; violations %v", got)
 	}
 }

@@ -425,6 +425,14 @@ func (p *proc) flow(ctx context.Context) *pyError {
 	if e := p.listenStage(ctx); e != nil || ctx.Err() != nil {
 		return e
 	}
+	if p.dials() {
+		// A request names the peer only once the deployment serves: the process is up for its
+		// parent, and dials once every start-up bind of its host happened (or its binder died).
+		p.publish(PhaseUp)
+		if err := p.seq.HostBound(ctx, p.waitBound()); err != nil && ctx.Err() == nil {
+			p.log.Warn("host's binds not all seen; dialling anyway", "err", err)
+		}
+	}
 	p.connectAddresses(ctx)
 	if ctx.Err() != nil {
 		return nil
@@ -845,7 +853,7 @@ func (p *proc) settle(failed []childExit) {
 	early := p.failedEarly(failed)
 	for _, c := range p.fam.live() {
 		ph := p.fam.phase(c.id())
-		if ph != PhaseReady && (!settling(ph) || early && ph == PhaseRendezvous && !p.subtreePast(c.plan)) {
+		if ph != PhaseReady && ph != PhaseUp && (!settling(ph) || early && ph == PhaseRendezvous && !p.subtreePast(c.plan)) {
 			c.send(controlMsg{Op: opShutdown})
 		}
 	}
@@ -905,7 +913,7 @@ func (p *proc) subtreePast(plan *vllm.ProcessPlan) bool {
 	for _, c := range plan.Children {
 		eachPlan(c, func(q *vllm.ProcessPlan) {
 			switch p.fam.phase(q.Identity.ID) {
-			case PhaseRendezvous, PhaseWaiting, PhaseReady, PhaseExited:
+			case PhaseRendezvous, PhaseWaiting, PhaseUp, PhaseReady, PhaseExited:
 			default:
 				past = false
 			}

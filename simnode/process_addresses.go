@@ -274,6 +274,13 @@ func (p *proc) openAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyEr
 	return nil
 }
 
+// dials reports whether the process dials a peer once up (connectAddresses).
+func (p *proc) dials() bool {
+	return slices.ContainsFunc(p.plan.Addresses, func(a vllm.AddressPlan) bool {
+		return a.Exercised && a.Role == report.AddressConnect
+	})
+}
+
 // connectAddresses dials the process's StageServing connects: each once the process it must
 // reach is up (or gone), as vLLM's clients dial once a request names their peer.
 func (p *proc) connectAddresses(ctx context.Context) {
@@ -469,7 +476,7 @@ func (p *proc) waitUp(ctx context.Context, procs []*vllm.ProcessPlan) bool {
 			switch {
 			case rec != nil && (rec.Exit != nil || rec.Hung != nil), p.fam.phase(c.Identity.ID) == PhaseExited:
 				return false
-			case p.fam.phase(c.Identity.ID) != PhaseReady:
+			case p.fam.phase(c.Identity.ID) != PhaseReady && p.fam.phase(c.Identity.ID) != PhaseUp:
 				up = false
 			}
 		}

@@ -44,6 +44,8 @@ type sequencer struct {
 	granted int // binds granted so far
 	turns   map[string]chan int
 	serving []chan struct{}
+	// hostBound are the processes waiting for every address step of the host (HostBound).
+	hostBound []chan struct{}
 
 	// The handshake binds: hsBinders in plan order, hsNext the one that is due.
 	hsBinders []string
@@ -76,7 +78,7 @@ type seqRequest struct {
 	// so that answers reach the wait that asked, whatever order they come in, and an answer to a
 	// wait that gave up is dropped instead of being taken for the next one.
 	Tag uint64 `json:"tag,omitempty"`
-	Op  string `json:"op"` // hello, turn, bound, serving, exited, hs-turn, hs-bound, hs-all, addr-turn, addr-bound, reach, reached, reach-quit
+	Op  string `json:"op"` // hello, turn, bound, serving, host-bound, exited, hs-turn, hs-bound, hs-all, addr-turn, addr-bound, reach, reached, reach-quit
 	ID  string `json:"id,omitempty"`
 	// Addr names the rendezvous address of reach, reached and reach-quit.
 	Addr string `json:"addr,omitempty"`
@@ -261,9 +263,13 @@ func (s *sequencer) serve(c net.Conn) {
 				answer(seqReply{Error: e})
 				return
 			}
-		case req.Op == "serving":
+		case req.Op == "serving" || req.Op == "host-bound":
 			ch := make(chan struct{})
-			s.serving = append(s.serving, ch)
+			if req.Op == "serving" {
+				s.serving = append(s.serving, ch)
+			} else {
+				s.hostBound = append(s.hostBound, ch)
+			}
 			go func() {
 				<-ch
 				answer(seqReply{Serving: true})
@@ -339,6 +345,12 @@ func (s *sequencer) advanceLocked() {
 	defer s.changed.Broadcast()
 	s.advanceHandshakesLocked()
 	s.advanceAddrLocked()
+	if len(s.hostBound) > 0 && s.hostBoundLocked() {
+		for _, ch := range s.hostBound {
+			close(ch)
+		}
+		s.hostBound = nil
+	}
 	for s.next < len(s.binders) {
 		id := s.binders[s.next]
 		if s.bound[id] || s.deadLocked(id) {

@@ -32,6 +32,10 @@ const (
 	PhaseStarted Phase = "started"
 	// PhaseRendezvous: every rendezvous of the process completed (or it had none).
 	PhaseRendezvous Phase = "rendezvous-done"
+	// PhaseUp: start-up complete but for the peers it dials (connectAddresses), which vLLM's
+	// clients reach only once a request names them, after the deployment came up: its parent
+	// may go on as for a ready one.
+	PhaseUp Phase = "up"
 	// PhaseReady: start-up complete; the process serves until told to stop.
 	PhaseReady Phase = "ready"
 	// PhaseWaiting: the process waits for ever for a process below it that hung (vLLM's front
