@@ -21,8 +21,9 @@ const generatedSeed = "e2e"
 
 // Deployments the scenario catalog does not hold: widetp conform's generator draws one per launch
 // path (vllm/conform/generate.go: one-node and headless internal LB, external and hybrid LB, wide
-// TP, co-located and multi-port external LB, offline SPMD, the api_server entry point, refused and
-// mismatched configs), with connectors, KV event publishers and node environments drawn by the
+// TP, co-located and multi-port external LB, external-LB replicas sharing nodes, prefill/decode
+// disaggregation, offline SPMD, the api_server entry point, refused and mismatched configs), with
+// connectors, KV event publishers and node environments drawn by the
 // seed. Each runs for real and must show what the paper execution of its plans shows, process by
 // process; with vLLM's launch code beside the suite, its plans are run too. No file of them is
 // kept: the spec writes the scenario into its own temporary directory and names it on failure.

@@ -3,6 +3,7 @@ package conform
 import (
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -38,6 +39,8 @@ var launchPaths = []struct {
 	{"wide-tp-external", genWideTPExternal},
 	{"wide-tp-start-rank", genWideTPStartRank},
 	{"colocated-external", genColocated},
+	{"external-shared-nodes", genExternalSharedNodes},
+	{"disaggregated", genDisaggregated},
 	{"multi-port-external", genMultiPort},
 	{"invalid", genInvalid},
 	{"offline-spmd", genOfflineSPMD},
@@ -99,6 +102,13 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 		g.env = nodeEnvs[0]
 		if g.r.IntN(3) == 0 {
 			g.env = nodeEnvs[g.r.IntN(len(nodeEnvs))]
+		}
+		if strings.Contains(g.kvConfig, `"p2p"`) {
+			// A P2P offload tier refuses to start without PYTHONHASHSEED (P2PSecondaryTierManager,
+			// vllm/v1/kv_offload/tiering/p2p/manager.py), which the probe does not build: the
+			// nodes set it, as the tier's own deployments do.
+			g.env = maps.Clone(g.env)
+			g.env["PYTHONHASHSEED"] = "0"
 		}
 		if g.r.IntN(3) == 0 {
 			g.kvEvents = kvEventsConfigs[g.r.IntN(len(kvEventsConfigs))]
@@ -299,6 +309,7 @@ var kvConfigs = []string{
 	`'{"kv_connector":"NixlPushConnector","kv_role":"kv_producer"}'`,
 	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"NixlConnector","kv_role":"kv_both"},{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7789}}]}}]}}'`,
 	`'{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both","kv_connector_extra_config":{"use_layerwise":true}},{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both"}]}}'`,
+	`'{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":{"spec_name":"TieringOffloadingSpec","cpu_bytes_to_use":209715200,"secondary_tiers":[{"type":"p2p","host":"127.0.0.1","port":7777}]}}'`,
 }
 
 // nodeEnvs are node environments that change what identity reads: the ipc base path, the host
@@ -311,6 +322,8 @@ var nodeEnvs = []map[string]string{
 	{"TMPDIR": "/var/tmp/"},
 	// run_multi_api_server refuses it with more than one API server.
 	{"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "true"},
+	// get_open_ports_list scans from it.
+	{"VLLM_PORT": "5678"},
 }
 
 func (g *gen) node(host string, lines ...string) {
@@ -447,9 +460,14 @@ func (g *gen) narrowDevices(world, engines int) string {
 		return ""
 	}
 	n := world * (1 + g.r.IntN(engines-1))
+	return visibleDevices(g.gpus-n, n)
+}
+
+// visibleDevices is a CUDA_VISIBLE_DEVICES= prefix naming n devices from first.
+func visibleDevices(first, n int) string {
 	devs := make([]string, n)
 	for i := range devs {
-		devs[i] = fmt.Sprint(g.gpus - n + i)
+		devs[i] = fmt.Sprint(first + i)
 	}
 	return "CUDA_VISIBLE_DEVICES=" + strings.Join(devs, ",")
 }
@@ -464,6 +482,10 @@ func genInternalHeadless(g *gen) {
 	// first rank from them, and the DP address from --master-addr when none is given.
 	nnodes := g.r.IntN(3) == 0
 	omitAddress := nnodes && g.r.IntN(2) == 0
+	if !nnodes && g.r.IntN(4) == 0 {
+		g.apiOnlyHead(nodes, local, tp)
+		return
+	}
 	for i := 0; i < nodes; i++ {
 		var flags []string
 		if nnodes {
@@ -485,6 +507,23 @@ func genInternalHeadless(g *gen) {
 			flags = append(flags, "--headless", f("--data-parallel-start-rank %d", i*local))
 		}
 		g.node(host(i), g.line("", flags...))
+	}
+}
+
+// apiOnlyHead is a head that runs front ends only (--data-parallel-size-local 0: no engine of its
+// own, ParallelConfig.__post_init__ still sets up the DP master) and nodes-1 --headless followers
+// that run every engine, local of them each from their start rank; one head in three runs two
+// API servers.
+func (g *gen) apiOnlyHead(nodes, local, tp int) {
+	dp := (nodes - 1) * local
+	head := []string{f("-tp %d -dp %d --data-parallel-size-local 0", tp, dp), g.head()}
+	if g.r.IntN(3) == 0 {
+		head = append(head, "--api-server-count 2")
+	}
+	g.node(host(0), g.line("", head...))
+	for i := 1; i < nodes; i++ {
+		g.node(host(i), g.line("", f("-tp %d -dp %d --data-parallel-size-local %d", tp, dp, local), g.head(),
+			"--headless", f("--data-parallel-start-rank %d", (i-1)*local)))
 	}
 }
 
@@ -612,14 +651,95 @@ func genColocated(g *gen) {
 	}
 	var lines []string
 	for i := 0; i < n; i++ {
-		devs := make([]string, tp)
-		for j := range devs {
-			devs[j] = fmt.Sprint(i*tp + j)
-		}
-		lines = append(lines, g.line("CUDA_VISIBLE_DEVICES="+strings.Join(devs, ","),
+		lines = append(lines, g.line(visibleDevices(i*tp, tp),
 			f("-tp %d -dp %d --data-parallel-rank %d --port %d", tp, n, i, 8000+i)))
 	}
 	g.node("h0", lines...)
+}
+
+// genExternalSharedNodes is vLLM#53743's layout: external-LB replicas that share nodes, each
+// `vllm serve --data-parallel-rank R` line on its own GPUs of a node, every line naming --nnodes
+// and its node's --node-rank. On vLLM main of 2026-08 nnodes_within_dp floors to 0 and the rank
+// inferred from --node-rank replaces the explicit one (the profile changes nnodes_within_dp and
+// external_lb_rank); one deployment in four passes the ranks in another order than the nodes'.
+func genExternalSharedNodes(g *gen) {
+	nodes := g.pick(1, 2, 2, 3)
+	tp := g.pick(1, 2, 4)
+	perNode := g.gpus / tp
+	if perNode > 4 {
+		perNode = g.pick(2, 4)
+	}
+	dp := nodes * perNode
+	ranks := make([]int, dp)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	if g.r.IntN(4) == 0 {
+		g.r.Shuffle(dp, func(i, j int) { ranks[i], ranks[j] = ranks[j], ranks[i] })
+	}
+	externalLB := g.r.IntN(2) == 0
+	sizeLocal := g.r.IntN(4) == 0
+	for k := 0; k < nodes; k++ {
+		var lines []string
+		for j := 0; j < perNode; j++ {
+			flags := []string{f("-tp %d -dp %d --data-parallel-rank %d", tp, dp, ranks[k*perNode+j])}
+			if externalLB {
+				flags = append(flags, "--data-parallel-external-lb")
+			}
+			if sizeLocal {
+				flags = append(flags, "--data-parallel-size-local 1")
+			}
+			flags = append(flags, f("--nnodes %d --node-rank %d --master-addr h0 --master-port 29500 --port %d", nodes, k, 8000+j), g.head())
+			lines = append(lines, g.line(visibleDevices(j*tp, tp), flags...))
+		}
+		g.node(host(k), lines...)
+	}
+}
+
+// disaggConnectors are the connectors of a disaggregated deployment, by role.
+var disaggConnectors = []string{"NixlConnector", "MooncakeStoreConnector"}
+
+// genDisaggregated is prefill/decode disaggregation: a prefill deployment on h0 (kv_producer; TP,
+// or DP of its own one time in three) and a decode deployment of one or two nodes (kv_consumer;
+// DP, internal LB with a --headless follower or external LB by rank), each with its own DP head,
+// joined by one connector.
+func genDisaggregated(g *gen) {
+	conn := disaggConnectors[g.r.IntN(len(disaggConnectors))]
+	role := func(r string) string {
+		return f(`'{"kv_connector":"%s","kv_role":"%s"}'`, conn, r)
+	}
+	g.kv = true
+	g.kvConfig = role("kv_producer")
+	ptp := g.pick(1, 2, 4)
+	prefill := []string{f("-tp %d --port 8100", ptp)}
+	if g.r.IntN(3) == 0 {
+		prefill = []string{f("-tp %d -dp 2 --port 8100 --data-parallel-address h0 --data-parallel-rpc-port 13345", ptp)}
+	}
+	g.node("h0", g.line("", prefill...))
+	g.kvConfig = role("kv_consumer")
+	dtp := g.pick(1, 2)
+	nodes := g.pick(1, 2)
+	local := g.pick(2, 4)
+	dp := nodes * local
+	external := nodes > 1 && g.r.IntN(2) == 0
+	for i := 0; i < nodes; i++ {
+		h := host(i + 1)
+		addr := "--data-parallel-address h1 --data-parallel-rpc-port 13346"
+		if external {
+			var lines []string
+			for j := 0; j < local; j++ {
+				lines = append(lines, g.line(visibleDevices(j*dtp, dtp),
+					f("-tp %d -dp %d --data-parallel-rank %d --port %d", dtp, dp, i*local+j, 8200+j), addr))
+			}
+			g.node(h, lines...)
+			continue
+		}
+		flags := []string{f("-tp %d -dp %d --data-parallel-size-local %d --port 8200", dtp, dp, local), addr}
+		if i > 0 {
+			flags = append(flags, "--headless", f("--data-parallel-start-rank %d", i*local))
+		}
+		g.node(h, g.line("", flags...))
+	}
 }
 
 func genMultiPort(g *gen) {
