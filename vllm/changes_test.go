@@ -467,3 +467,29 @@ func TestProfiles(t *testing.T) {
 		}
 	}
 }
+
+// With sets one change and refuses what ResolveProfile refuses; Canonical names a profile by its
+// values: a named profile's name when one has them all, else main and where it differs.
+func TestProfileWithAndCanonical(t *testing.T) {
+	m, _ := ProfileNamed("main")
+	p, err := m.With("nnodes_within_dp", NNodesWithinDPFloor)
+	if err != nil || p.NNodesWithinDP != NNodesWithinDPFloor || m.NNodesWithinDP != NNodesWithinDPClamp {
+		t.Fatalf("With = %+v, %v (main now %s)", p, err, m.NNodesWithinDP)
+	}
+	if got := p.Canonical().Name; got != "main+nnodes_within_dp=floor" {
+		t.Errorf("Canonical = %q", got)
+	}
+	p, _ = p.With("external_lb_rank", ExternalLBRankInfer)
+	p, _ = p.With("kv_events_port_zero", KVEventsPortZeroOffset)
+	if got := p.Canonical().Name; got != "main-455edc0" {
+		t.Errorf("main with the snapshot's three changes: Canonical = %q, want main-455edc0", got)
+	}
+	if got := m.Canonical().Name; got != "main" {
+		t.Errorf("main: Canonical = %q", got)
+	}
+	for _, bad := range [][2]string{{"mooncake_index", "legacy"}, {"mooncake_dp_index", "local"}} {
+		if _, err := m.With(bad[0], bad[1]); err == nil {
+			t.Errorf("With(%s, %s) accepted", bad[0], bad[1])
+		}
+	}
+}

@@ -285,6 +285,48 @@ func (p Profile) Validate() error {
 	return nil
 }
 
+// With returns p with one change set to value; the name is left for Canonical to give.
+func (p Profile) With(change, value string) (Profile, error) {
+	c, ok := changeNamed(change)
+	if !ok {
+		return Profile{}, fmt.Errorf("unknown change %q", change)
+	}
+	if !contains(c.Values, value) {
+		return Profile{}, fmt.Errorf("change %s: unknown value %q (accepted: %s)", change, value, strings.Join(c.Values, ", "))
+	}
+	*c.get(&p) = value
+	return p, nil
+}
+
+// Canonical returns p named by what it pins: the named profile with the same value for every
+// change (main first), else "main+<change>=<value>,..." for where it differs from main.
+func (p Profile) Canonical() Profile {
+	same := func(q Profile) bool {
+		for _, c := range changes {
+			if *c.get(&p) != *c.get(&q) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, name := range append([]string{"main"}, ProfileNames()...) {
+		if q := namedProfiles[name](); same(q) {
+			p.Name = name
+			return p
+		}
+	}
+	main := mainProfile()
+	var diff []string
+	for _, c := range changes {
+		if v := *c.get(&p); v != *c.get(&main) {
+			diff = append(diff, c.Name+"="+v)
+		}
+	}
+	sort.Strings(diff)
+	p.Name = "main+" + strings.Join(diff, ",")
+	return p
+}
+
 // Value returns the profile's value for a change by name.
 func (p Profile) Value(change string) (string, bool) {
 	c, ok := changeNamed(change)

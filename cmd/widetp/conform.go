@@ -29,8 +29,14 @@ options. Prints a table of disagreements.
 Deployments: the scenario FILES given (with neither FILES nor --generate: every shipped
 scenario, --scenarios DIR), plus --generate N seeded deployments over every launch path
 (--write DIR saves them as scenario files so a disagreement can be replayed with widetp
-explain FILE --planner vllm:PATH). The model runs under
---profile for every deployment (the vLLM under test is one version, whatever a scenario pins).
+explain FILE --planner vllm:PATH). The model runs under one profile for every deployment
+(the vLLM under test is one version, whatever a scenario pins): --profile auto, the default,
+finds the profile that vLLM behaves as. For every change a profile pins, generated deployments
+the model plans differently under the change's values (its witnesses) are planned with that
+vLLM, and the value under which the model agrees with it best is kept (on a tie, main's); a
+change no witness tells apart keeps main's value. The report names the profile found and how
+each change was told. The finding is kept in the user's cache directory for that vLLM's launch
+code and this widetp binary, so it is made once.
 
 Exit codes: 0 no disagreement, 1 disagreements, 2 bad input or no vLLM/python3.`
 
@@ -45,6 +51,7 @@ func init() {
 
 type conformReport struct {
 	Profile       string                  `json:"profile"`
+	Detection     []conform.Finding       `json:"profile_detection,omitempty"`
 	VLLM          vllm.PlannerSource      `json:"vllm"`
 	Counts        conform.Counts          `json:"counts"`
 	ByArea        map[string]int          `json:"by_area"`
@@ -57,7 +64,7 @@ func conformCmd(args []string, stdout, stderr io.Writer) int {
 	c := commands["conform"]
 	fs := newFlagSet(c, conformDescription+"\n\n"+profileHelp())
 	vllmPath := fs.String("vllm", "", "the vLLM to run: a source tree or site-packages `dir` (default $WIDETP_VLLM, else python3's vllm)")
-	profile := fs.String("profile", "main", "the `profile` the model runs under: a name, or base,change=value,...")
+	profile := fs.String("profile", "auto", "the `profile` the model runs under: auto (the one the vLLM under test behaves as), a name, or base,change=value,...")
 	generate := fs.Int("generate", 0, "also compare `N` generated deployments")
 	seed := fs.String("seed", "1", "the `seed` of the generated deployments")
 	write := fs.String("write", "", "write the generated deployments as scenario files into `dir`")
@@ -67,10 +74,14 @@ func conformCmd(args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	spec, err := scenarios.ParseProfileSpec(*profile)
-	if err != nil {
-		fmt.Fprintf(stderr, "widetp conform: --profile: %v\n", err)
-		return exitBadInput
+	auto := *profile == "auto"
+	spec := scenarios.ProfileSpec{Base: "main"}
+	if !auto {
+		var err error
+		if spec, err = scenarios.ParseProfileSpec(*profile); err != nil {
+			fmt.Fprintf(stderr, "widetp conform: --profile: %v\n", err)
+			return exitBadInput
+		}
 	}
 	prof, err := vllm.ResolveProfile(spec.Base, spec.Changes)
 	if err != nil {
@@ -100,6 +111,22 @@ func conformCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		deps = append(deps, s.Deployment())
 	}
+	ctx := context.Background()
+	start := time.Now()
+	pl, release, err := openProbe(ctx, *vllmPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "widetp conform: %v\n", err)
+		return plannerExit(err)
+	}
+	defer release()
+	var findings []conform.Finding
+	if auto {
+		if prof, findings, err = detectProfile(ctx, pl, prof); err != nil {
+			fmt.Fprintf(stderr, "widetp conform: --profile auto: %v\n", err)
+			return exitInfra
+		}
+		spec = profileSpecOf(prof)
+	}
 	if *generate > 0 {
 		gen := conform.Generate(*generate, *seed, prof)
 		if *write != "" {
@@ -110,15 +137,7 @@ func conformCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		deps = append(deps, gen...)
 	}
-	ctx := context.Background()
-	start := time.Now()
-	pl, release, err := openProbe(ctx, *vllmPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "widetp conform: %v\n", err)
-		return plannerExit(err)
-	}
-	defer release()
-	rep := conformReport{Profile: prof.Name, VLLM: pl.Source()}
+	rep := conformReport{Profile: prof.Name, Detection: findings, VLLM: pl.Source()}
 	// The options first: the catalog the model parses every command line with.
 	if ds, err := conform.Options(ctx, pl, &rep.Counts); err != nil {
 		rep.Errors = append(rep.Errors, conform.PlannerFailed{Scenario: "(parser options)", Error: err.Error()})
@@ -156,6 +175,28 @@ func writeConform(w io.Writer, rep conformReport) {
 		commit = "unknown commit"
 	}
 	fmt.Fprintf(w, "vLLM %s (%s) from %s, launch code sha256 %.12s; model profile %s\n", src.Version, commit, src.Path, src.Digest, rep.Profile)
+	if len(rep.Detection) > 0 {
+		main, _ := vllm.ProfileNamed("main")
+		var told, unlike, kept []string
+		for _, fd := range rep.Detection {
+			if !fd.Told() {
+				kept = append(kept, fd.Change)
+				continue
+			}
+			told = append(told, fd.Change)
+			if m, _ := main.Value(fd.Change); fd.Value != m {
+				unlike = append(unlike, fmt.Sprintf("%s=%s (%s)", fd.Change, fd.Value, strings.Join(fd.Witnesses, ", ")))
+			}
+		}
+		fmt.Fprintf(w, "profile found by --profile auto: %d changes told apart by planning their witnesses with vLLM", len(told))
+		if len(unlike) > 0 {
+			fmt.Fprintf(w, ", unlike main: %s", strings.Join(unlike, "; "))
+		}
+		if len(kept) > 0 {
+			fmt.Fprintf(w, "; main's value kept for %d no witness tells apart: %s", len(kept), strings.Join(kept, ", "))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "%d parser options, %d deployments, %d processes, %d fields compared in %.1fs: %d disagreements",
 		rep.Counts.Options, rep.Counts.Deployments, rep.Counts.Processes, rep.Counts.Fields, rep.Seconds, len(rep.Disagreements))
 	if len(rep.ByArea) > 0 {
