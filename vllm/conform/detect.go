@@ -29,8 +29,13 @@ func DetectionPool(base vllm.Profile) []vllm.Deployment {
 	return Generate(4*len(launchPaths), "profile-detection", base)
 }
 
-// maxWitnesses bounds the deployments one change is told by.
-const maxWitnesses = 3
+// maxWitnesses bounds the deployments one change is told by; enoughCandidates is how many
+// deployments that tell the values apart pickWitnesses looks at (once every pair of values is
+// among them) before it picks the cheapest.
+const (
+	maxWitnesses     = 3
+	enoughCandidates = 6
+)
 
 // DetectProfile finds the profile the vLLM behind pl behaves as. For every change the profiles
 // pin, it takes from pool the deployments whose model plans differ between the change's values
@@ -66,13 +71,26 @@ func DetectProfile(ctx context.Context, pl vllm.Planner, base vllm.Profile, pool
 		vplans[d.Name] = p
 		return p, true, nil
 	}
+	// The model's plans by deployment and profile: every change asks again for the plans under
+	// the values found so far.
+	type planKey struct {
+		name string
+		prof vllm.Profile
+	}
+	mplans := map[planKey][]*vllm.NodePlan{}
 	modelPlan := func(d vllm.Deployment, prof vllm.Profile) []*vllm.NodePlan {
+		prof.Name = ""
+		k := planKey{d.Name, prof}
+		if p, ok := mplans[k]; ok {
+			return p
+		}
 		d.Profile = prof
 		d.Install = install
 		p, err := vllm.ModelPlanner{}.PlanDeployment(ctx, d)
 		if err != nil {
-			return nil
+			p = nil
 		}
+		mplans[k] = p
 		return p
 	}
 	cur := base
@@ -153,6 +171,7 @@ func pickWitnesses(pool []vllm.Deployment, under []vllm.Profile, modelPlan func(
 	n := len(under)
 	want := n * (n - 1) / 2
 	var cands []cand
+	covered := map[[2]int]bool{}
 	for _, d := range pool {
 		c := cand{d: d, pairs: map[[2]int]bool{}}
 		for _, p := range under {
@@ -170,7 +189,13 @@ func pickWitnesses(pool []vllm.Deployment, under []vllm.Profile, modelPlan func(
 			for _, pl := range c.plans {
 				c.size = max(c.size, len(flatten(pl)))
 			}
+			for pr := range c.pairs {
+				covered[pr] = true
+			}
 			cands = append(cands, c)
+		}
+		if len(cands) >= enoughCandidates && len(covered) == want {
+			break
 		}
 	}
 	var (
