@@ -275,11 +275,10 @@ func (p *proc) openAddress(ctx context.Context, i int, a vllm.AddressPlan) *pyEr
 }
 
 // dials reports whether the process dials a peer once up (connectAddresses).
-func (p *proc) dials() bool {
-	return slices.ContainsFunc(p.plan.Addresses, func(a vllm.AddressPlan) bool {
-		return a.Exercised && a.Role == report.AddressConnect
-	})
-}
+func (p *proc) dials() bool { return slices.ContainsFunc(p.plan.Addresses, isDial) }
+
+// isDial: a connect the process makes once up (connectAddresses).
+func isDial(a vllm.AddressPlan) bool { return a.Exercised && a.Role == report.AddressConnect }
 
 // connectAddresses dials the process's StageServing connects: each once the process it must
 // reach is up (or gone), as vLLM's clients dial once a request names their peer.
@@ -288,7 +287,7 @@ func (p *proc) connectAddresses(ctx context.Context) {
 	// bound: on a loaded machine it is slow, not absent.
 	rdv, lookupT, _ := p.timeouts()
 	for i, a := range p.plan.Addresses {
-		if !a.Exercised || a.Role != report.AddressConnect || ctx.Err() != nil {
+		if !isDial(a) || ctx.Err() != nil {
 			continue
 		}
 		if a.Peer != "" {

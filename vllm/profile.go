@@ -246,20 +246,10 @@ func ResolveProfile(base string, set map[string]string) (Profile, error) {
 	sort.Strings(names)
 	applied := make([]string, 0, len(names))
 	for _, n := range names {
-		c, ok := changeNamed(n)
-		if !ok {
-			known := make([]string, len(changes))
-			for i, k := range changes {
-				known[i] = k.Name
-			}
-			return Profile{}, fmt.Errorf("profile %s: unknown change %q (known: %s)", base, n, strings.Join(known, ", "))
+		if p, err = p.With(n, set[n]); err != nil {
+			return Profile{}, fmt.Errorf("profile %s: %w", base, err)
 		}
-		v := set[n]
-		if !contains(c.Values, v) {
-			return Profile{}, fmt.Errorf("profile %s: change %s: unknown value %q (accepted: %s)", base, n, v, strings.Join(c.Values, ", "))
-		}
-		*c.get(&p) = v
-		applied = append(applied, n+"="+v)
+		applied = append(applied, n+"="+set[n])
 	}
 	p.Name = base + "+" + strings.Join(applied, ",")
 	return p, nil
@@ -285,11 +275,16 @@ func (p Profile) Validate() error {
 	return nil
 }
 
-// With returns p with one change set to value; the name is left for Canonical to give.
+// With returns p with one change set to value; the name is left for Canonical to give. An
+// unknown change or value is an error listing what is accepted.
 func (p Profile) With(change, value string) (Profile, error) {
 	c, ok := changeNamed(change)
 	if !ok {
-		return Profile{}, fmt.Errorf("unknown change %q", change)
+		known := make([]string, len(changes))
+		for i, k := range changes {
+			known[i] = k.Name
+		}
+		return Profile{}, fmt.Errorf("unknown change %q (known: %s)", change, strings.Join(known, ", "))
 	}
 	if !contains(c.Values, value) {
 		return Profile{}, fmt.Errorf("change %s: unknown value %q (accepted: %s)", change, value, strings.Join(c.Values, ", "))
@@ -315,16 +310,25 @@ func (p Profile) Canonical() Profile {
 			return p
 		}
 	}
-	main := mainProfile()
 	var diff []string
-	for _, c := range changes {
-		if v := *c.get(&p); v != *c.get(&main) {
-			diff = append(diff, c.Name+"="+v)
-		}
+	for n, v := range p.FromMain() {
+		diff = append(diff, n+"="+v)
 	}
 	sort.Strings(diff)
 	p.Name = "main+" + strings.Join(diff, ",")
 	return p
+}
+
+// FromMain returns the changes on which p differs from main, with p's values.
+func (p Profile) FromMain() map[string]string {
+	main := mainProfile()
+	out := map[string]string{}
+	for _, c := range changes {
+		if v := *c.get(&p); v != *c.get(&main) {
+			out[c.Name] = v
+		}
+	}
+	return out
 }
 
 // Value returns the profile's value for a change by name.

@@ -80,13 +80,5 @@ func profileSpecOf(p vllm.Profile) scenarios.ProfileSpec {
 	if _, err := vllm.ProfileNamed(p.Name); err == nil {
 		return scenarios.ProfileSpec{Base: p.Name}
 	}
-	main, _ := vllm.ProfileNamed("main")
-	spec := scenarios.ProfileSpec{Base: "main", Changes: map[string]string{}}
-	for _, c := range vllm.Changes() {
-		v, _ := p.Value(c.Name)
-		if m, _ := main.Value(c.Name); v != m {
-			spec.Changes[c.Name] = v
-		}
-	}
-	return spec
+	return scenarios.ProfileSpec{Base: "main", Changes: p.FromMain()}
 }

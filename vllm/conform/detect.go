@@ -2,7 +2,6 @@ package conform
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/widetp/widetp/vllm"
 )
@@ -240,12 +239,4 @@ func plansDiffer(name string, a, b []*vllm.NodePlan, c *Counts) bool {
 		return true
 	}
 	return len(Compare(name, a, b, c)) > 0
-}
-
-// String is a finding as the conform report prints it.
-func (f Finding) String() string {
-	if !f.Told() {
-		return fmt.Sprintf("%s=%s (no witness)", f.Change, f.Value)
-	}
-	return fmt.Sprintf("%s=%s (%d witnesses)", f.Change, f.Value, len(f.Witnesses))
 }

@@ -118,7 +118,7 @@ func TestProfileDetectionFindsTheSnapshotsProfile(t *testing.T) {
 	if got.Name != probetest.SnapshotProfile {
 		t.Errorf("found profile %s on the snapshot, want %s", got.Name, probetest.SnapshotProfile)
 		for _, fd := range findings {
-			t.Logf("%s: %v", fd, fd.Disagreements)
+			t.Logf("%s=%s, witnesses %v, disagreements %v", fd.Change, fd.Value, fd.Witnesses, fd.Disagreements)
 		}
 	}
 }
