@@ -137,7 +137,7 @@ func conformCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		deps = append(deps, gen...)
 	}
-	rep := conformReport{Profile: prof.Name, Detection: findings, VLLM: pl.Source()}
+	rep := conformReport{Profile: prof.Name, Detection: findings, VLLM: pl.Source(), Disagreements: []conform.Disagreement{}}
 	// The options first: the catalog the model parses every command line with.
 	if ds, err := conform.Options(ctx, pl, &rep.Counts); err != nil {
 		rep.Errors = append(rep.Errors, conform.PlannerFailed{Scenario: "(parser options)", Error: err.Error()})

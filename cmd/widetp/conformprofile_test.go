@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
+	"github.com/widetp/widetp/vllm/probe/probetest"
 )
 
 // asProfile plans as the model under a fixed profile: a vLLM with that profile's behaviour.
@@ -93,5 +96,38 @@ func TestProfileSpecOfReadsBack(t *testing.T) {
 		if spec := profileSpecOf(p.Canonical()); spec.String() != n {
 			t.Errorf("named profile %s is written as %q", n, spec)
 		}
+	}
+}
+
+// `widetp conform` against the snapshot, with no --profile: the JSON names the profile it found
+// (main-455edc0: vLLM main of 2026-08, without PR #53743), how each change was told, and an empty
+// list of disagreements for a shipped scenario.
+func TestConformFindsTheSnapshotsProfile(t *testing.T) {
+	dir, cleanup, skip := probetest.Unpack()
+	if skip != "" {
+		t.Skip(skip)
+	}
+	t.Cleanup(cleanup)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var out, errOut bytes.Buffer
+	code := run([]string{"conform", "--vllm", dir, "--json", filepath.Join(scenarioDir, "vllm53743-external-lb-shared-nodes-fixed.yaml")}, &out, &errOut)
+	var rep conformReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("exit %d, stdout is not one report: %v\n%s\n%s", code, err, out.String(), errOut.String())
+	}
+	if code != exitMatch || rep.Profile != probetest.SnapshotProfile || rep.Disagreements == nil || len(rep.Disagreements) != 0 {
+		t.Errorf("exit %d, profile %s, disagreements %v; want 0, %s, []", code, rep.Profile, rep.Disagreements, probetest.SnapshotProfile)
+	}
+	told := map[string]string{}
+	for _, fd := range rep.Detection {
+		if fd.Told() {
+			told[fd.Change] = fd.Value
+		}
+	}
+	if told["nnodes_within_dp"] != "floor" || told["external_lb_rank"] != "infer" {
+		t.Errorf("changes told %v; want nnodes_within_dp=floor and external_lb_rank=infer among them", told)
+	}
+	if !bytes.Contains(out.Bytes(), []byte(`"disagreements":[]`)) {
+		t.Errorf("no disagreements must read as an empty list: %s", out.String())
 	}
 }
