@@ -297,8 +297,8 @@ var kvEventsConfigs = []string{
 // kvConfigs are the connector configurations a deployment may use: the Mooncake store connector
 // alone, with a lookup port, with lookups off, inside a MultiConnector (after a child without HMA
 // support, where VllmConfig.__post_init__'s HMA block stops asking; in a MultiConnector nested in
-// another; after a layerwise LMCache child, where its CUDA graph check stops asking), and two
-// without Mooncake.
+// another; after a layerwise LMCache child, where its CUDA graph check stops asking), and three
+// without Mooncake (NIXL pull and push, the OffloadingConnector with a P2P tier).
 var kvConfigs = []string{
 	mooncakeKV,
 	`'{"kv_connector":"MooncakeStoreConnector","kv_role":"kv_both","kv_connector_extra_config":{"lookup_rpc_port":7788}}'`,
