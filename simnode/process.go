@@ -853,7 +853,7 @@ func (p *proc) settle(failed []childExit) {
 	early := p.failedEarly(failed)
 	for _, c := range p.fam.live() {
 		ph := p.fam.phase(c.id())
-		if ph != PhaseReady && ph != PhaseUp && (!settling(ph) || early && ph == PhaseRendezvous && !p.subtreePast(c.plan)) {
+		if !ph.up() && (!settling(ph) || early && ph == PhaseRendezvous && !p.subtreePast(c.plan)) {
 			c.send(controlMsg{Op: opShutdown})
 		}
 	}

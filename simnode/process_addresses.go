@@ -471,11 +471,11 @@ func (p *proc) waitUp(ctx context.Context, procs []*vllm.ProcessPlan) bool {
 	for {
 		up := true
 		for _, c := range procs {
-			rec := p.fam.record(c.Identity.ID)
+			rec, ph := p.fam.record(c.Identity.ID), p.fam.phase(c.Identity.ID)
 			switch {
-			case rec != nil && (rec.Exit != nil || rec.Hung != nil), p.fam.phase(c.Identity.ID) == PhaseExited:
+			case rec != nil && (rec.Exit != nil || rec.Hung != nil), ph == PhaseExited:
 				return false
-			case p.fam.phase(c.Identity.ID) != PhaseReady && p.fam.phase(c.Identity.ID) != PhaseUp:
+			case !ph.up():
 				up = false
 			}
 		}

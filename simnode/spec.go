@@ -44,6 +44,9 @@ const (
 	PhaseExited  Phase = "exited"
 )
 
+// up: the process came up, as its parent waits for it (ready, or up and dialling its peers).
+func (ph Phase) up() bool { return ph == PhaseReady || ph == PhaseUp }
+
 // statusMsg is one line a process writes to its parent (fd 3): its own progress, or a
 // descendant's, forwarded, so that every ancestor knows the latest record of its whole subtree
 // and can report the exits of processes that could not.

@@ -178,8 +178,7 @@ func pickWitnesses(pool []vllm.Deployment, under []vllm.Profile, modelPlan func(
 		}
 		for i := 0; i < n; i++ {
 			for j := i + 1; j < n; j++ {
-				var cnt Counts
-				if plansDiffer(d.Name, c.plans[i], c.plans[j], &cnt) {
+				if plansDiffer(d.Name, c.plans[i], c.plans[j]) {
 					c.pairs[[2]int{i, j}] = true
 				}
 			}
@@ -234,9 +233,10 @@ func pickWitnesses(pool []vllm.Deployment, under []vllm.Profile, modelPlan func(
 
 // plansDiffer reports whether two model plans of one deployment differ in any compared field (a
 // plan the model could not make differs from one it could).
-func plansDiffer(name string, a, b []*vllm.NodePlan, c *Counts) bool {
+func plansDiffer(name string, a, b []*vllm.NodePlan) bool {
 	if (a == nil) != (b == nil) {
 		return true
 	}
-	return len(Compare(name, a, b, c)) > 0
+	var c Counts
+	return len(Compare(name, a, b, &c)) > 0
 }
