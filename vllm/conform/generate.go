@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/widetp/widetp/scenarios"
 	"github.com/widetp/widetp/vllm"
 )
 
@@ -118,6 +120,7 @@ func Generate(n int, seed string, prof vllm.Profile) []vllm.Deployment {
 		path.gen(g)
 		g.maybeRustFrontend()
 		g.maybeGraphMode()
+		g.maybeContextParallel()
 		out = append(out, g.d)
 	}
 	return out
@@ -438,16 +441,55 @@ var graphModes = []string{"--enforce-eager", "-O1", "-O0", "-cc.mode none", `-cc
 
 // maybeGraphMode gives one deployment in five a CUDA graph mode other than the default (full and
 // piecewise) on every line; drawn last, so the rest of the deployment is what the seed gave it.
-func (g *gen) maybeGraphMode() {
-	if g.r.IntN(5) != 0 {
-		return
+func (g *gen) maybeGraphMode() { g.maybeEveryLine(5, graphModes) }
+
+// maybeEveryLine appends one of choices to every line of one deployment in oneIn, and says
+// whether it did.
+func (g *gen) maybeEveryLine(oneIn int, choices []string) bool {
+	if g.r.IntN(oneIn) != 0 {
+		return false
 	}
-	mode := graphModes[g.r.IntN(len(graphModes))]
+	flags := choices[g.r.IntN(len(choices))]
 	for i := range g.d.Nodes {
 		for j, c := range g.d.Nodes[i].Commands {
-			g.d.Nodes[i].Commands[j] = c + " " + mode
+			g.d.Nodes[i].Commands[j] = c + " " + flags
 		}
 	}
+	return true
+}
+
+// contextParallels are the context-parallel settings a deployment may add to every line: decode
+// context parallelism inside the TP group (ParallelConfig's validator requires it to divide the TP
+// size, vllm/config/parallel.py), prefill context parallelism (a factor of every engine's world
+// size, which that validator refuses with DP > 1), and both.
+var contextParallels = []string{"-dcp 2", "-dcp 4", "--decode-context-parallel-size 8", "-pcp 2", "-pcp 2 -dcp 2", "--prefill-context-parallel-size=2"}
+
+// maybeContextParallel gives one deployment in eight a context-parallel setting on every line;
+// drawn last, so the rest of the deployment is what the seed gave it. Prefill context parallelism
+// multiplies every engine's world: where the deployment's nodes then lack the GPUs, it keeps its
+// lines as they were (a scenario that needs more GPUs than its nodes have does not load, and a
+// generated deployment must replay from its file).
+func (g *gen) maybeContextParallel() {
+	before := make([][]string, len(g.d.Nodes))
+	for i, n := range g.d.Nodes {
+		before[i] = slices.Clone(n.Commands)
+	}
+	if !g.maybeEveryLine(8, contextParallels) || loads(g.d) {
+		return
+	}
+	for i := range g.d.Nodes {
+		g.d.Nodes[i].Commands = before[i]
+	}
+}
+
+// loads says whether d, written as a scenario file, loads.
+func loads(d vllm.Deployment) bool {
+	b, err := ScenarioYAML(d, "main", nil)
+	if err != nil {
+		return false
+	}
+	_, err = scenarios.Parse(d.Name+".yaml", b)
+	return err == nil
 }
 
 // narrowDevices is a CUDA_VISIBLE_DEVICES= prefix that shows a node's engines (each a world of
