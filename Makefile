@@ -9,7 +9,8 @@ UNIT    := $(shell $(GO) list ./... 2>/dev/null | grep -v '/e2e$$')
 E2E_FLAGS ?=
 # Ginkgo processes of `make e2e`. Most of a spec's time is a wait (a rendezvous bound that a
 # failing scenario waits out, a process start, a container start), so three processes on two
-# cores finish the suite in a little over half the time of one (README, "The e2e suite's time").
+# cores finish the suite in a little over half the time of one (README, "Quick start": the paragraph
+# on E2E_PROCS, with the figures).
 # E2E_PROCS=1 runs it serially.
 E2E_PROCS ?= 3
 # The widetp binary the tests start on their hosts (`widetp node`, `widetp store`): built once
