@@ -482,7 +482,9 @@ func (g *gen) maybeContextParallel() {
 	}
 }
 
-// loads says whether d, written as a scenario file, loads.
+// loads says whether d, written as a scenario file under main (as TestGeneratedScenariosLoad
+// writes them), loads: PCP can fail the loader's GPU checks (vLLM's device count, or a node's
+// workers over its GPUs).
 func loads(d vllm.Deployment) bool {
 	b, err := ScenarioYAML(d, "main", nil)
 	if err != nil {
