@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -443,11 +442,11 @@ var graphModes = []string{"--enforce-eager", "-O1", "-O0", "-cc.mode none", `-cc
 // piecewise) on every line; drawn last, so the rest of the deployment is what the seed gave it.
 func (g *gen) maybeGraphMode() { g.maybeEveryLine(5, graphModes) }
 
-// maybeEveryLine appends one of choices to every line of one deployment in oneIn, and says
-// whether it did.
-func (g *gen) maybeEveryLine(oneIn int, choices []string) bool {
+// maybeEveryLine appends one of choices to every line of one deployment in oneIn, and returns
+// what it appended ("" when nothing).
+func (g *gen) maybeEveryLine(oneIn int, choices []string) string {
 	if g.r.IntN(oneIn) != 0 {
-		return false
+		return ""
 	}
 	flags := choices[g.r.IntN(len(choices))]
 	for i := range g.d.Nodes {
@@ -455,7 +454,7 @@ func (g *gen) maybeEveryLine(oneIn int, choices []string) bool {
 			g.d.Nodes[i].Commands[j] = c + " " + flags
 		}
 	}
-	return true
+	return flags
 }
 
 // contextParallels are the context-parallel settings a deployment may add to every line: decode
@@ -470,15 +469,14 @@ var contextParallels = []string{"-dcp 2", "-dcp 4", "--decode-context-parallel-s
 // lines as they were (a scenario that needs more GPUs than its nodes have does not load, and a
 // generated deployment must replay from its file).
 func (g *gen) maybeContextParallel() {
-	before := make([][]string, len(g.d.Nodes))
-	for i, n := range g.d.Nodes {
-		before[i] = slices.Clone(n.Commands)
-	}
-	if !g.maybeEveryLine(8, contextParallels) || loads(g.d) {
+	cp := g.maybeEveryLine(8, contextParallels)
+	if cp == "" || loads(g.d) {
 		return
 	}
 	for i := range g.d.Nodes {
-		g.d.Nodes[i].Commands = before[i]
+		for j, c := range g.d.Nodes[i].Commands {
+			g.d.Nodes[i].Commands[j] = strings.TrimSuffix(c, " "+cp)
+		}
 	}
 }
 
