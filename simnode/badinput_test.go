@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/widetp/widetp/internal/testport"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/simnode"
 )
@@ -54,12 +54,7 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string, string)
 }
 
 func TestStoreDownAtStart(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + testport.Addr(t, "127.0.0.1") // nothing listens there
 	cfg := simnode.Config{Host: "h", Commands: []string{"vllm serve org/moe"}, Model: simnode.Model{Name: "org/moe", MoE: true},
 		Store:    simnode.StoreURLs{Metadata: dead, Master: dead, Admin: dead},
 		Timeouts: simnode.Timeouts{Store: simnode.Duration(500 * time.Millisecond)}}

@@ -7,21 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/widetp/widetp/internal/testport"
 	"github.com/widetp/widetp/report"
 	"github.com/widetp/widetp/simnode"
 	"github.com/widetp/widetp/vllm"
 )
 
-// freePort returns a TCP port free on ip a moment ago (the rendezvous master's port).
-func freePort(t testing.TB, ip string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort returns a TCP port free on ip that stays free for the rendezvous master to listen on
+// (testport: outside the kernel's ephemeral range).
+func freePort(t testing.TB, ip string) int { return testport.Free(t, ip) }
 
 // enginePlan is one engine core of host with `workers` workers meeting at addr, the rank-0 worker
 // binding the lookup path the engine core connects to: the process tree run_engine_core starts

@@ -12,6 +12,7 @@ import (
 
 	"github.com/widetp/widetp/fakestore/api"
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/internal/testport"
 )
 
 func TestNewRejectsBadConfiguration(t *testing.T) {
@@ -96,12 +97,7 @@ func TestRetriesAreBoundedAndOnlyForIdempotentCalls(t *testing.T) {
 }
 
 func TestDialFailuresAreRetriedEvenForNonIdempotentCallsAndStopAtTheContext(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens: every dial is refused
+	addr := testport.Addr(t, "127.0.0.1") // nothing listens: every dial is refused
 	c, err := client.New(client.WithMasterURL("http://"+addr), client.WithRetries(50), client.WithBackoff(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

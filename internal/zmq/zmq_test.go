@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/widetp/widetp/internal/testport"
 )
 
 func pair(t *testing.T, ctx *Context, typ Type) *Socket {
@@ -46,15 +47,8 @@ func newContext(t *testing.T) *Context {
 	return ctx
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
+// freePort is a loopback port that stays free for the test's socket to bind (testport).
+func freePort(t *testing.T) int { return testport.Free(t, "127.0.0.1") }
 
 // A multipart request and its answer cross a real tcp connection frame for frame, an empty
 // frame included.

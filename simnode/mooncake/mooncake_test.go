@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/widetp/widetp/fakestore"
 	"github.com/widetp/widetp/fakestore/api"
 	"github.com/widetp/widetp/fakestore/client"
+	"github.com/widetp/widetp/internal/testport"
 )
 
 // bound limits each test's store traffic; the in-process store answers in microseconds.
@@ -248,12 +248,7 @@ func TestCloseUnregisters(t *testing.T) {
 }
 
 func TestStoreDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := fmt.Sprintf("http://%s", ln.Addr())
-	ln.Close()
+	dead := "http://" + testport.Addr(t, "127.0.0.1") // nothing listens there
 	c, err := client.New(client.WithMetadataURL(dead), client.WithMasterURL(dead), client.WithRetries(1), client.WithBackoff(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

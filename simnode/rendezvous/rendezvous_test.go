@@ -13,19 +13,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/widetp/widetp/internal/testport"
 )
 
-// freeAddr returns a loopback address whose port was free a moment ago. Another process may take
-// it before rank 0 listens; that shows up as a clear listen error, not a wrong pass.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr returns a loopback address whose port stays free for rank 0 to listen on (testport:
+// outside the kernel's ephemeral range, so no outgoing connection is given it meanwhile).
+func freeAddr(t *testing.T) string { return testport.Addr(t, "127.0.0.1") }
 
 // timeout bounds the barriers meant to complete: it only matters when the test is failing.
 const timeout = 10 * time.Second
