@@ -25,8 +25,9 @@ import (
 const floor = 30000
 
 // Free returns a TCP port on ip that nothing listened on a moment ago and that the kernel never
-// gives to an outgoing connection (below /proc/sys/net/ipv4/ip_local_port_range), so it stays free
-// until the test's program listens on it, unless another program asks for the same number.
+// gives to an outgoing connection (outside /proc/sys/net/ipv4/ip_local_port_range: below it, or
+// above it when there is no room below), so it stays free until the test's program listens on
+// it, unless another program asks for the same number.
 func Free(t testing.TB, ip string) int {
 	t.Helper()
 	p, err := free(ip)
@@ -43,13 +44,14 @@ func Addr(t testing.TB, ip string) string {
 }
 
 func free(ip string) (int, error) {
-	lo, hi := floor, ephemeralLow()
-	if hi-lo < 256 {
-		return 0, fmt.Errorf("testport: the kernel's ephemeral range starts at %d: no room below it above %d", hi, lo)
+	lo, hi := ephemeralRange()
+	span, ok := spanOutside(lo, hi)
+	if !ok {
+		return kernelPort(ip)
 	}
 	var last error
 	for range 64 {
-		p := lo + rand.IntN(hi-lo)
+		p := span[0] + rand.IntN(span[1]-span[0])
 		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(p)))
 		if err != nil {
 			last = err
@@ -58,23 +60,52 @@ func free(ip string) (int, error) {
 		ln.Close()
 		return p, nil
 	}
-	return 0, fmt.Errorf("testport: no free port in [%d, %d) on %s after 64 tries: %v", lo, hi, ip, last)
+	return 0, fmt.Errorf("testport: no free port on %s outside the ephemeral range %d-%d after 64 tries: %v", ip, lo, hi, last)
 }
 
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux's default 32768 when it
-// cannot be read).
-func ephemeralLow() int {
+// spanOutside is the ports [from, to) Free draws from, given the ephemeral range lo-hi: below it;
+// above it when there is no room below (the model's host-local rendezvous ports start at 61000,
+// above Linux's default range, so below is preferred). ok is false when the range leaves no room
+// on either side: such a machine gets a port the kernel picks (the old way, with its race).
+func spanOutside(lo, hi int) (span [2]int, ok bool) {
+	switch {
+	case lo-floor >= minSpan:
+		return [2]int{floor, lo}, true
+	case 65536-(hi+1) >= minSpan:
+		return [2]int{hi + 1, 65536}, true
+	}
+	return span, false
+}
+
+// minSpan is the fewest ports a span outside the ephemeral range must hold to be drawn from.
+const minSpan = 256
+
+// kernelPort is a port the kernel picks on ip (listen on 0, then close).
+func kernelPort(ip string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("testport: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralRange is the kernel's ephemeral port range (Linux's default 32768-60999 when it cannot
+// be read).
+func ephemeralRange() (lo, hi int) {
+	lo, hi = 32768, 60999
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
-		return 32768
+		return lo, hi
 	}
 	f := strings.Fields(string(b))
 	if len(f) != 2 {
-		return 32768
+		return lo, hi
 	}
-	n, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 32768
+	l, err1 := strconv.Atoi(f[0])
+	h, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || l > h {
+		return lo, hi
 	}
-	return n
+	return l, h
 }
