@@ -330,7 +330,7 @@ func expectedRepr(v any) string {
 
 // laxIntText is a string pydantic reads as an int: digits with underscores between them, and
 // a fraction of zeros.
-var laxIntText = regexp.MustCompile(`^[+-]?[0-9]+(_[0-9]+)*(\.0+)?$`)
+var laxIntText = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[+-]?[0-9]+(_[0-9]+)*(\.0+)?$`) })
 
 // laxInt is pydantic's int in lax JSON mode: an integer, a float without a fractional part, a
 // bool, or a string of one (underscores between digits, a trailing ".0" allowed).
@@ -356,7 +356,7 @@ func laxInt(v any) (*big.Int, string) {
 		return n, ""
 	case string:
 		t := strings.TrimSpace(x)
-		if !laxIntText.MatchString(t) {
+		if !laxIntText().MatchString(t) {
 			return nil, "Input should be a valid integer, unable to parse string as an integer"
 		}
 		t, _, _ = strings.Cut(strings.ReplaceAll(t, "_", ""), ".")

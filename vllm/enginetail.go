@@ -153,7 +153,9 @@ func mutuallyExclusive(flag, key string) error {
 
 // diffusionSchema is DiffusionConfig's (vllm/config/diffusion.py): canvas_length gt=0 (its None
 // default is not validated), max_denoising_steps an optional int, no other keyword.
-var diffusionSchema = parsedSchema(`{"t":"dc","forbid":true,"f":[{"n":"canvas_length","s":{"t":"int","gt":0}},{"n":"max_denoising_steps","s":{"t":"nullable","s":{"t":"int"}}}]}`)
+var diffusionSchema = sync.OnceValue(func() *configSchema {
+	return parsedSchema(`{"t":"dc","forbid":true,"f":[{"n":"canvas_length","s":{"t":"int","gt":0}},{"n":"max_denoising_steps","s":{"t":"nullable","s":{"t":"int"}}}]}`)
+})
 
 // diffusionConfigError is create_diffusion_config: DiffusionConfig(**cfg).
 func diffusionConfigError(a *ServeArgs) error {
@@ -173,7 +175,7 @@ func diffusionConfigError(a *ServeArgs) error {
 	if !ok {
 		return &PyError{Type: "TypeError", Msg: "vllm.config.diffusion.DiffusionConfig() argument after ** must be a mapping, not " + pyTypeName(cfg)}
 	}
-	if errs := validateConfig(diffusionSchema, m); len(errs) > 0 {
+	if errs := validateConfig(diffusionSchema(), m); len(errs) > 0 {
 		return &PyError{Type: "pydantic_core.ValidationError", Msg: validationErrors("DiffusionConfig", schemaItems(errs))}
 	}
 	return nil

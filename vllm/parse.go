@@ -1061,7 +1061,7 @@ func pyInt(s string) (int, error) {
 // infinity or nan in any case, signed. Hexadecimal and other Go spellings are refused.
 func pyFloat(s string) (float64, error) {
 	t := strings.TrimSpace(s)
-	if pyFloatWord.MatchString(t) {
+	if pyFloatWord().MatchString(t) {
 		word := strings.ToLower(strings.TrimLeft(t, "+-"))
 		switch {
 		case word == "nan":
@@ -1071,7 +1071,7 @@ func pyFloat(s string) (float64, error) {
 		}
 		return math.Inf(1), nil
 	}
-	if !pyFloatText.MatchString(t) {
+	if !pyFloatText().MatchString(t) {
 		return 0, fmt.Errorf("could not convert string to float: %s", pyRepr(s))
 	}
 	f, err := strconv.ParseFloat(strings.ReplaceAll(t, "_", ""), 64)
@@ -1081,9 +1081,12 @@ func pyFloat(s string) (float64, error) {
 	return f, nil
 }
 
+// Compiled at first use: every simulated process imports this package and needs neither.
 var (
-	pyFloatText = regexp.MustCompile(`^[+-]?(([0-9]+(_[0-9]+)*)?\.[0-9]+(_[0-9]+)*|[0-9]+(_[0-9]+)*\.?)([eE][+-]?[0-9]+(_[0-9]+)*)?$`)
-	pyFloatWord = regexp.MustCompile(`^[+-]?(?i:inf|infinity|nan)$`)
+	pyFloatText = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[+-]?(([0-9]+(_[0-9]+)*)?\.[0-9]+(_[0-9]+)*|[0-9]+(_[0-9]+)*\.?)([eE][+-]?[0-9]+(_[0-9]+)*)?$`)
+	})
+	pyFloatWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[+-]?(?i:inf|infinity|nan)$`) })
 )
 
 // decodeJSON decodes one JSON value with numbers kept as written (json.Number), rejecting
