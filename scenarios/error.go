@@ -7,7 +7,7 @@ import (
 
 // Error is a problem in a scenario file at a line and field, printed the way compilers print
 // positions so that editors can jump to it: `scenarios/x.yaml:12: nodes[1].host: "R0" is not a DNS
-// label`.
+// label`. The lines of a message of several lines after its first are indented.
 type Error struct {
 	File string
 	// Line is 1-based; 0 when the problem has no line (an unreadable file).
@@ -28,6 +28,8 @@ func (e *Error) Error() string {
 		b.WriteString(e.Field)
 		b.WriteString(": ")
 	}
-	b.WriteString(e.Msg)
+	// A message of several lines (vLLM's own, quoted) keeps its lines indented under the first, so
+	// that a line starting with a file name always starts a new error.
+	b.WriteString(strings.ReplaceAll(strings.TrimRight(e.Msg, "\n"), "\n", "\n    "))
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package scenarios_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -294,5 +295,32 @@ func TestBugURLAndLabel(t *testing.T) {
 	}
 	if got := scenarios.BugLabel("vllm#48061"); got != "bug:vllm#48061" {
 		t.Errorf("BugLabel = %q", got)
+	}
+}
+
+// vLLM's own message of several lines stays under the error it belongs to, indented, so that a
+// line that starts with the file name always starts an error (ParallelConfig's world-size error,
+// vllm/config/parallel.py).
+func TestParseErrorIndentsAMessageOfSeveralLines(t *testing.T) {
+	in := strings.Replace(minimal, "  - host: n0\n", "  - host: n0\n    gpus: 4\n", 1)
+	_, err := scenarios.Parse("x.yaml", []byte(in))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	two := errors.Join(err, &scenarios.Error{File: "x.yaml", Line: 9, Field: "nodes[1]", Msg: "next"})
+	lines := strings.Split(two.Error(), "\n")
+	want := []string{
+		`x.yaml:8: nodes[0].command: needs more GPUs than n0 has (4)`,
+		`    - ray, set '--distributed-executor-backend ray'.`,
+		`    - multiprocessing, set '--nnodes' appropriately.`,
+		`x.yaml:9: nodes[1]: next`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%v", len(lines), len(want), two)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("line %d: %q, want prefix %q", i+1, lines[i], w)
+		}
 	}
 }
