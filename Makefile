@@ -37,7 +37,7 @@ NIGHTLY_PROFILE ?= main
 NIGHTLY_GENERATE ?= 100
 NIGHTLY_SEED ?= 1
 
-.PHONY: all deps build test e2e bench images lint clean conform nightly flags
+.PHONY: all deps build test e2e bench fuzz images lint clean conform nightly flags
 
 all: build
 
@@ -93,6 +93,18 @@ BENCH_FLAGS ?= --reps 3
 bench: build
 	bin/widetp bench --scenario scenarios/vllm48061-external-lb-wide-tp-buggy.yaml --out docs/bench $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT)
+
+# Every fuzz target for FUZZTIME each (go test -fuzz takes one target of one package at a time).
+# What a run finds lands in the package's testdata/fuzz, which `make test` then replays.
+FUZZTIME ?= 30s
+FUZZ_TARGETS = ./vllm:FuzzParseServe ./scenarios:FuzzParse ./fakestore:FuzzMetadataPlane \
+	./fakestore:FuzzMasterPlane ./fakestore:FuzzTestPlane ./fakestore/api:FuzzParseFault \
+	./simnode/lookup:FuzzDecode
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) $${t%%:*}; \
+	done
 
 images: build
 	bin/widetp images
