@@ -94,16 +94,15 @@ bench: build
 	bin/widetp bench --scenario scenarios/vllm48061-external-lb-wide-tp-buggy.yaml --out docs/bench $(BENCH_FLAGS)
 	$(GO) test -run='^$$' -bench=. -benchmem $(UNIT)
 
-# Every fuzz target for FUZZTIME each (go test -fuzz takes one target of one package at a time).
-# What a run finds lands in the package's testdata/fuzz, which `make test` then replays.
+# Every fuzz target of the repository (each `func Fuzz...` of a _test.go file) for FUZZTIME each:
+# go test -fuzz takes one target of one package at a time. What a run finds lands in the package's
+# testdata/fuzz, which `make test` then replays.
 FUZZTIME ?= 30s
-FUZZ_TARGETS = ./vllm:FuzzParseServe ./scenarios:FuzzParse ./fakestore:FuzzMetadataPlane \
-	./fakestore:FuzzMasterPlane ./fakestore:FuzzTestPlane ./fakestore/api:FuzzParseFault \
-	./simnode/lookup:FuzzDecode
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t#*:} in $${t%%:*} for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$${t#*:}$$" -fuzztime=$(FUZZTIME) $${t%%:*}; \
+	@set -e; grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | sort | while IFS=: read -r file fn; do \
+		dir=$$(dirname "$$file"); name=$${fn#func }; \
+		echo "fuzz $$name in $$dir for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) "$$dir"; \
 	done
 
 images: build
