@@ -6,10 +6,11 @@ import (
 )
 
 // FuzzParseServe: any command line either parses into sane values or is an *ArgError /
-// *ShellError with a message, or a *PyError where vLLM's parser itself raises (a dotted key with
-// no word after it, such as `-.0` last on the line: FlexibleArgumentParser's IndexError,
-// vllm/utils/argparse_utils.py), or a *HelpExit (-h/--help starts no server); and planning a node with that line never panics and never fails
-// except for launches the model does not simulate.
+// *ShellError with a message, a *PyError where vLLM's parser itself raises (a dotted key with no
+// word after it, such as `-.0` last on the line: FlexibleArgumentParser's IndexError,
+// vllm/utils/argparse_utils.py; an unknown cudagraph_mode's KeyError), or a *HelpExit (-h/--help
+// starts no server); and planning a node with that line never panics and never fails except for
+// launches the model does not simulate.
 func FuzzParseServe(f *testing.F) {
 	for _, seed := range []string{
 		"vllm serve m",
